@@ -1,0 +1,90 @@
+"""Delta-rule kernels: one public entry point per op, one signature for every form.
+
+    chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           use_qk_l2norm_in_kernel=False, backend="auto") -> (o, final_state)
+    chunk_gated_delta_product(q, k, v, g, beta, num_householder, ..., backend="auto") -> (o, final_state)
+
+Layout is fla's: q, k [B, T, H, K], v [B, T, H, V], g (log-space decay, or None for plain DeltaNet) and
+beta [B, T, H]; state [B, H, K, V] in fp32. DeltaProduct takes k, v, beta with T·n_h steps.
+
+Backends: "recurrent" (kernels.reference, token by token), "torch" (kernels.chunk_torch, chunked WY/UT),
+"triton" (kernels.triton, when present), "auto" (the fastest available for the tensors' device).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor
+
+from .chunk_torch import chunk_gated_delta_rule_torch
+from .delta_product import gated_delta_product
+from .reference import l2_normalize, recurrent_gated_delta_rule
+
+BACKENDS = ("auto", "triton", "torch", "recurrent")
+
+
+def _triton_rule() -> Callable[..., tuple[Tensor, Tensor | None]] | None:
+    try:
+        from .triton import chunk_gated_delta_rule_triton
+    except ImportError:
+        return None
+    return chunk_gated_delta_rule_triton
+
+
+def resolve_backend(backend: str, device_type: str) -> Callable[..., tuple[Tensor, Tensor | None]]:
+    """The gated-delta-rule implementation that `backend` names for tensors on `device_type`."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown kernel backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "recurrent":
+        return recurrent_gated_delta_rule
+    if backend == "torch":
+        return chunk_gated_delta_rule_torch
+    triton_rule = _triton_rule()
+    if backend == "triton":
+        if triton_rule is None:
+            raise ValueError("backend='triton' requested but kernels.triton is not available")
+        return triton_rule
+    return triton_rule if (triton_rule is not None and device_type == "cuda") else chunk_gated_delta_rule_torch
+
+
+def chunk_gated_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor | None,
+    beta: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    backend: str = "auto",
+) -> tuple[Tensor, Tensor | None]:
+    """Gated delta rule; see the module docstring for shapes. Returns o [B, T, H, V] and the state or None."""
+    rule = resolve_backend(backend, q.device.type)
+    return rule(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def chunk_gated_delta_product(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor | None,
+    beta: Tensor,
+    num_householder: int,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    backend: str = "auto",
+) -> tuple[Tensor, Tensor | None]:
+    """Gated DeltaProduct_{n_h}: q [B, T, H, K]; k [B, T·n_h, H, K]; v [B, T·n_h, H, V]; g [B, T, H] or None;
+    beta [B, T·n_h, H]. Returns o [B, T, H, V] and the state after the last micro-step, or None."""
+    rule = resolve_backend(backend, q.device.type)
+    return gated_delta_product(rule, q, k, v, g, beta, num_householder, scale=scale, initial_state=initial_state,
+                               output_final_state=output_final_state,
+                               use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+__all__ = ["BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product", "recurrent_gated_delta_rule",
+           "l2_normalize", "resolve_backend"]
