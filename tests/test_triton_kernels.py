@@ -1,0 +1,97 @@
+"""The Triton chunk kernels against the token-by-token reference, forward and every gradient.
+
+On a CPU they run under TRITON_INTERPRET=1 (set here before triton is imported), on tiny shapes: several chunks with
+a ragged last one, head dims that are not powers of two, K > 64 (several K blocks), g None / exactly 0 / random,
+β up to 2, initial and final state, q/k L2 norm, DeltaProduct n_h = 2.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton", reason="triton is not installed")
+
+import kernels  # noqa: E402
+from kernels.reference import recurrent_gated_delta_rule  # noqa: E402
+from kernels.triton import chunk_gated_delta_rule_triton  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def make_inputs(B: int, T: int, H: int, K: int, V: int, gate: str, seed: int = 0) -> dict[str, torch.Tensor | None]:
+    """fp64 inputs on DEVICE; gate is 'random', 'zero' (log-gate exactly 0) or 'none'."""
+    gen = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    g = {"random": torch.nn.functional.logsigmoid(r(B, T, H) + 2), "zero": torch.zeros(B, T, H), "none": None}[gate]
+    x = dict(q=r(B, T, H, K), k=torch.nn.functional.normalize(r(B, T, H, K), dim=-1), v=r(B, T, H, V), g=g,
+             beta=2 * torch.rand(B, T, H, generator=gen, dtype=torch.float64), h0=r(B, H, K, V))
+    return {n: (t.to(DEVICE, torch.float64) if t is not None else None) for n, t in x.items()}
+
+
+def run(rule, x: dict, dtype: torch.dtype, use_h0: bool, final: bool, l2: bool = False) -> dict[str, torch.Tensor]:
+    """Output, final state and the gradients of a fixed random loss, with inputs cast to dtype."""
+    leaves = {n: (t.detach().to(dtype).clone().requires_grad_() if t is not None else None) for n, t in x.items()}
+    o, ht = rule(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                 initial_state=leaves["h0"] if use_h0 else None, output_final_state=final,
+                 use_qk_l2norm_in_kernel=l2)
+    gen = torch.Generator().manual_seed(1)
+    loss = (o * torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o)).sum()
+    if final:
+        loss = loss + (ht * torch.randn(ht.shape, generator=gen, dtype=torch.float64).to(ht)).sum()
+    loss.backward()
+    out = {"o": o, "ht": ht}
+    out.update({f"d{n}": t.grad for n, t in leaves.items() if t is not None and t.grad is not None})
+    return {n: t for n, t in out.items() if t is not None}
+
+
+def assert_close(got: dict, want: dict, tol: float) -> None:
+    assert got.keys() == want.keys()
+    for n in want:
+        err = ((got[n].double() - want[n]).norm() / want[n].norm()).item()
+        assert err < tol, f"{n}: relative error {err:.2e} ≥ {tol:.0e}"
+
+
+@pytest.mark.parametrize("B,T,H,K,V,gate,use_h0,final", [
+    (1, 70, 2, 5, 7, "random", True, True),
+    (2, 130, 2, 16, 32, "none", False, False),
+    (1, 40, 2, 70, 90, "zero", True, False),
+    (1, 65, 2, 16, 32, "random", False, True),
+])
+def test_rule_matches_reference(B, T, H, K, V, gate, use_h0, final):
+    x = make_inputs(B, T, H, K, V, gate)
+    want = run(recurrent_gated_delta_rule, x, torch.float64, use_h0, final)
+    got = run(chunk_gated_delta_rule_triton, x, torch.float32, use_h0, final)
+    assert_close(got, want, 1e-4)
+
+
+def test_l2norm_in_kernel():
+    x = make_inputs(1, 70, 2, 16, 16, "random", seed=2)
+    want = run(recurrent_gated_delta_rule, x, torch.float64, True, True, l2=True)
+    got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True, l2=True)
+    assert_close(got, want, 1e-4)
+
+
+@pytest.mark.parametrize("gate", ["random", "none"])
+def test_delta_product_n2(gate):
+    B, T, H, K, V, n = 1, 35, 2, 16, 16, 2
+    x = make_inputs(B, T * n, H, K, V, gate, seed=3)
+    x["q"] = x["q"][:, :T]
+    if x["g"] is not None:
+        x["g"] = x["g"][:, :T]
+
+    def product(backend):
+        return lambda q, k, v, g, beta, **kw: kernels.chunk_gated_delta_product(q, k, v, g, beta, n, backend=backend,
+                                                                                  **kw)
+
+    want = run(product("recurrent"), x, torch.float64, True, True)
+    got = run(product("triton"), x, torch.float32, True, True)
+    assert_close(got, want, 1e-4)
+
+
+def test_dispatch():
+    assert kernels.resolve_backend("triton", "cpu") is chunk_gated_delta_rule_triton
+    assert kernels.resolve_backend("auto", "cuda") is chunk_gated_delta_rule_triton
