@@ -124,7 +124,7 @@ def state_blocks(K: int, V: int, BH: int) -> tuple[int, int]:
 
 
 SEQ_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages": 1}, {"num_warps": 8, "num_stages": 1})
-PAR_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages": 1}, {"num_warps": 8, "num_stages": 1})
+PAR_CONFIGS = ({"num_warps": 8, "num_stages": 2}, {"num_warps": 8, "num_stages": 1}, {"num_warps": 4, "num_stages": 1})
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,

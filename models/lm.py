@@ -1,0 +1,52 @@
+"""The language model: embedding → depth × [x + mixer(norm(x)); x + SwiGLU(norm(x))] → norm → readout."""
+from __future__ import annotations
+
+from torch import Tensor, nn
+import torch
+import torch.nn.functional as F
+
+from .config import ModelConfig, Multipliers
+from .layers import Linear, RMSNorm, SwiGLU
+from .mixer import DeltaMixer
+from .roles import Role, tagged
+from .taps import tap
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig, multipliers: Multipliers, index: int) -> None:
+        super().__init__()
+        self.name = f"block{index}"
+        self.mixer_norm = RMSNorm(config.width, config.norm_eps)
+        self.mixer = DeltaMixer(config, multipliers, self.name)
+        self.mlp_norm = RMSNorm(config.width, config.norm_eps)
+        self.mlp = SwiGLU(config.width, config.mlp_hidden)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.mixer(self.mixer_norm(x))
+        y = self.mlp(self.mlp_norm(x))
+        tap(f"{self.name}.mlp_out", y)
+        return x + y
+
+
+class DeltaLM(nn.Module):
+    """tokens [B, T] (int64) -> logits [B, T, vocab]."""
+
+    def __init__(self, config: ModelConfig, multipliers: Multipliers = Multipliers()) -> None:
+        super().__init__()
+        self.config, self.multipliers = config, multipliers
+        self.embedding = tagged(nn.Parameter(torch.empty(config.vocab_size, config.width)), Role.EMBEDDING)
+        nn.init.normal_(self.embedding, std=0.02)
+        self.blocks = nn.ModuleList(Block(config, multipliers, i) for i in range(config.depth))
+        self.final_norm = RMSNorm(config.width, config.norm_eps)
+        self.readout = None if config.tie_embeddings else Linear(config.width, config.vocab_size, Role.READOUT)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        x = F.embedding(tokens, self.embedding) * self.multipliers.embedding
+        tap("embed", x)
+        for block in self.blocks:
+            x = block(x)
+        x = self.final_norm(x)
+        weight = self.embedding if self.readout is None else self.readout.weight
+        logits = F.linear(x, weight) * self.multipliers.logits
+        tap("logits", logits)
+        return logits

@@ -1,0 +1,78 @@
+"""The delta-rule token mixer: DeltaNet, Gated DeltaNet and (Gated) DeltaProduct_{n_h} in one module.
+
+x [B, T, d] -> y [B, T, d]. Per head (H heads, key dim dk, value dim dv), with n_h micro-steps per token:
+    q = L2norm(SiLU(conv4(W_q x))),  k_j = L2norm(SiLU(conv4(W_k,j x))),  v_j = SiLU(conv4(W_v,j x))
+    g = −exp(A_log) · softplus(W_α x + dt_bias)          (gated kinds only; log-space decay)
+    β_j = σ(W_β,j x)  or 2σ(·) with negative eigenvalues
+    S ← exp(g) S;  S ← (I − β_j k_j k_jᵀ) S + β_j k_j v_jᵀ  for j = 1..n_h;   o = dk^−½ Sᵀ q
+    y = mixer_output_mult · W_o [RMSNorm(readout_mult · o) ⊙ w_norm ⊙ SiLU(W_g x)]
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import kernels
+
+from .config import ModelConfig, Multipliers
+from .layers import Linear, RMSNorm, ShortConv, init_decay_scalars
+from .roles import Role, tagged
+from .taps import recording, tap
+
+
+class DeltaMixer(nn.Module):
+    def __init__(self, config: ModelConfig, multipliers: Multipliers, name: str) -> None:
+        super().__init__()
+        d, H, n = config.width, config.heads, config.householder
+        dk, dv = config.head_k_dim, config.head_v_dim
+        self.name, self.heads, self.householder = name, H, n
+        self.head_k_dim, self.head_v_dim = dk, dv
+        self.allow_neg_eigval = config.allow_neg_eigval
+        self.kernel_backend = config.kernel_backend
+        self.multipliers = multipliers
+        self.q_proj = Linear(d, H * dk, Role.HIDDEN)
+        self.k_proj = Linear(d, n * H * dk, Role.HIDDEN)
+        self.v_proj = Linear(d, n * H * dv, Role.HIDDEN)
+        self.g_proj = Linear(d, H * dv, Role.HIDDEN)
+        self.o_proj = Linear(H * dv, d, Role.HIDDEN)
+        self.b_proj = Linear(d, n * H, Role.GATE_MATRIX)
+        self.q_conv = ShortConv(H * dk, config.conv_size)
+        self.k_conv = ShortConv(n * H * dk, config.conv_size)
+        self.v_conv = ShortConv(n * H * dv, config.conv_size)
+        self.gated = config.is_gated
+        if self.gated:
+            self.a_proj = Linear(d, H, Role.GATE_MATRIX)
+            self.A_log = tagged(nn.Parameter(torch.empty(H)), Role.GATE_SCALAR)
+            self.dt_bias = tagged(nn.Parameter(torch.empty(H)), Role.GATE_SCALAR)
+            init_decay_scalars(self.A_log, self.dt_bias)
+        self.o_norm = RMSNorm(dv, config.norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        H, n, dk, dv = self.heads, self.householder, self.head_k_dim, self.head_v_dim
+        q = kernels.l2_normalize(self.q_conv(self.q_proj(x)).reshape(B, T, H, dk))
+        k = kernels.l2_normalize(self.k_conv(self.k_proj(x)).reshape(B, T * n, H, dk))
+        v = self.v_conv(self.v_proj(x)).reshape(B, T * n, H, dv)
+        beta_pre = self.b_proj(x).view(B, T * n, H)
+        beta = beta_pre.float().sigmoid() * (2.0 if self.allow_neg_eigval else 1.0)
+        g = None
+        if self.gated:
+            alpha_pre = self.a_proj(x).float() + self.dt_bias
+            g = -self.A_log.float().exp() * F.softplus(alpha_pre)
+            tap(f"{self.name}.alpha_pre", alpha_pre)
+        tap(f"{self.name}.beta_pre", beta_pre)
+        tap(f"{self.name}.q", q)
+        tap(f"{self.name}.k", k)
+        tap(f"{self.name}.v", v)
+        o, state = kernels.chunk_gated_delta_product(
+            q, k, v, g, beta.to(q.dtype), num_householder=n, output_final_state=recording(),
+            backend=self.kernel_backend)
+        if state is not None:
+            tap(f"{self.name}.state", state)
+        o = o * self.multipliers.readout
+        tap(f"{self.name}.readout", o)
+        gate = F.silu(self.g_proj(x)).view(B, T, H, dv)
+        y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.multipliers.mixer_output
+        tap(f"{self.name}.mixer_out", y)
+        return y

@@ -1,0 +1,82 @@
+"""The data types a parametrization table is made of."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+from models.roles import Role
+
+from .scale import Scale, as_scale
+
+OPTIMIZERS = ("adamw", "sgd")
+PerOptimizer = Union[Scale, float, Mapping[str, Union[Scale, float]]]
+
+
+def per_optimizer(rule: PerOptimizer | None, optimizer: str) -> Scale | None:
+    """A rule that may differ by optimizer, resolved for one."""
+    if rule is None:
+        return None
+    if isinstance(rule, Mapping):
+        return as_scale(rule[optimizer])
+    return as_scale(rule)
+
+
+@dataclass(frozen=True)
+class RoleRule:
+    """How one parameter role scales with width.
+
+    init: std of a normal initialisation, or None for the module's own width-independent init (gains = 1,
+          A_log/dt_bias as in Mamba-2, short convs as PyTorch's Conv1d).
+    lr:   multiplier on the base learning rate.
+    wd:   multiplier on the base weight decay (0: never decayed).
+    """
+
+    init: PerOptimizer | None
+    lr: PerOptimizer
+    wd: PerOptimizer = 1.0
+
+
+@dataclass(frozen=True)
+class Slope:
+    """Expected log-log slope of a probe's RMS against width, at initialisation and after ≥ 1 update.
+
+    None: the theory makes no width prediction worth testing there. grows=True: only assert slope > GROWTH
+    (SP's blow-up, whose exact exponent depends on the learning rate and step)."""
+
+    at_init: float | None
+    trained: float | None
+    grows: bool = False
+
+    def expected(self, step: int) -> float | None:
+        return self.at_init if step == 0 else self.trained
+
+
+GROWTH = 0.1  # a "grows" probe must have slope above this
+
+
+def exact(exponent: float) -> Slope:
+    return Slope(exponent, exponent)
+
+
+FLAT = exact(0.0)
+GROWS = Slope(None, None, grows=True)
+
+
+@dataclass(frozen=True)
+class Parametrization:
+    """One parametrization: rules per role, forward multipliers and the probe sizes the theory predicts.
+
+    expect maps optimizer -> probe -> Slope; probe names drop the block prefix ("q" for block{i}.q) and
+    "update.<role>" is the RMS of that role's weight update ΔW.
+    """
+
+    name: str
+    summary: str
+    rules: Mapping[Role, RoleRule]
+    multipliers: Mapping[str, PerOptimizer] = field(default_factory=dict)
+    expect: Mapping[str, Mapping[str, Slope]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = set(Role) - set(self.rules)
+        if missing:
+            raise ValueError(f"parametrization {self.name!r} has no rule for {sorted(map(str, missing))}")

@@ -1,0 +1,50 @@
+"""`deltamup coord-check`: train each width a few steps, fit size-vs-width slopes, compare with the theory."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import polars as pl
+
+from scaling import coord_check
+
+from .common import (add_model_args, add_parametrization_args, check_parametrization_args, int_list, model_config,
+                     writable_dir)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("coord-check", help="coordinate check: probe sizes against width")
+    add_model_args(p, depth=2)
+    add_parametrization_args(p)
+    p.add_argument("--widths", type=int_list, default=(128, 256, 512, 1024))
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"base learning rate (default {coord_check.DEFAULT_LR})")
+    p.add_argument("--batch-size", type=int, default=coord_check.CoordCheck.batch_size)
+    p.add_argument("--seq-len", type=int, default=coord_check.CoordCheck.seq_len)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tolerance", type=float, default=coord_check.TOLERANCE)
+    p.add_argument("--out", required=True, help="directory for coords.parquet, slopes.csv, coords.png")
+    p.add_argument("--check", action="store_true", help="exit 1 when a probe's slope is off its expected exponent")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_parametrization_args(args)
+    check = coord_check.CoordCheck(model=model_config(args, args.widths[0]), parametrization=args.parametrization,
+                                   optimizer=args.optimizer, widths=args.widths, steps=args.steps, lr=args.lr,
+                                   batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed)
+    out = writable_dir(args.out)
+    coords = coord_check.run(check, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer, args.tolerance)
+    coord_check.write(check, coords, slopes, out)
+    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        print(slopes.pivot(on="step", index="probe", values="slope").sort("probe"))
+    judged = slopes.filter(pl.col("ok").is_not_null())
+    failed = judged.filter(~pl.col("ok"))
+    verdict = "PASS" if failed.is_empty() else "FAIL"
+    print(f"{verdict}: {len(judged) - len(failed)}/{len(judged)} predicted slopes within ±{args.tolerance} "
+          f"(size at t=0, change x_t − x_0 after); wrote {out}/coords.parquet, slopes.csv, coords.png")
+    for row in failed.iter_rows(named=True):
+        print(f"  off: {row['probe']} t={row['step']} slope {row['slope']:+.3f}, expected {row['expected']}")
+    return 1 if (args.check and not failed.is_empty()) else 0

@@ -1,0 +1,163 @@
+"""Coordinate checks: train each width a few steps on the same batches, record every probe's size, fit the log-log
+slope of size against width per probe and step, and compare it with the exponent the parametrization predicts."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import torch
+
+import parametrizations
+from models import ModelConfig, build_model, role_of
+from models.taps import record
+
+from .sample import sample_batches
+from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
+
+DEFAULT_LR = {"adamw": 1e-2, "sgd": 0.1}
+TOLERANCE = 0.1  # |slope − expected| allowed; see docs/theory.md for why 0.1 over widths 128…1024
+
+
+@dataclass(frozen=True)
+class CoordCheck:
+    model: ModelConfig           # its width is ignored; `widths` are used
+    parametrization: str
+    optimizer: str
+    widths: tuple[int, ...]
+    steps: int = 5
+    lr: float | None = None      # None: DEFAULT_LR[optimizer]
+    batch_size: int = 8
+    seq_len: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        parametrizations.get(self.parametrization)
+        parametrizations.check_optimizer(self.optimizer)
+        if len(self.widths) < 2:
+            raise ValueError("a coordinate check needs at least two widths")
+        if self.steps < 1:
+            raise ValueError("steps must be ≥ 1")
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        for w in self.widths:
+            self.model.with_width(w)  # validates the head layout at every width
+
+    @property
+    def base_lr(self) -> float:
+        return self.lr if self.lr is not None else DEFAULT_LR[self.optimizer]
+
+
+def _rms(x: torch.Tensor) -> float:
+    return x.pow(2).mean().sqrt().item()
+
+
+def measure_width(check: CoordCheck, width: int, batches: list) -> list[dict]:
+    """Rows (width, step, probe, rms, l1, delta_rms) for one width.
+
+    Probes are read on one fixed probe batch (batches[0]) at steps 0..steps (0 = initialisation); delta_rms is the
+    RMS of x_t − x_0 on that batch, the change µP says must be Θ(1). Training step t uses batches[t + 1].
+    update.<role> rows hold the RMS of the weight update ΔW that led to each step."""
+    config = check.model.with_width(width)
+    model = build_model(config, check.parametrization, check.optimizer, seed=check.seed)
+    train_config = TrainConfig(optimizer=check.optimizer, lr=check.base_lr, steps=check.steps, schedule="constant",
+                               grad_clip=None, seed=check.seed)
+    optimizer = make_optimizer(model, check.parametrization, train_config)
+    rows: list[dict] = []
+    initial: dict[str, torch.Tensor] = {}
+    for step in range(check.steps + 1):
+        with torch.no_grad(), record() as recorder:
+            probe_loss = lm_loss(model, batches[0]).item()
+        for name, x in recorder.tensors.items():
+            x0 = initial.setdefault(name, x)
+            rows.append(dict(width=width, step=step, probe=name, rms=_rms(x), l1=x.abs().mean().item(),
+                             delta_rms=_rms(x - x0)))
+        rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss, delta_rms=math.nan))
+        if step == check.steps:
+            break
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer_step(model, optimizer, lm_loss(model, batches[step + 1]), step, train_config)
+        sq: dict[str, list[float]] = {}
+        for p, p0 in zip(model.parameters(), before):
+            acc = sq.setdefault(f"update.{role_of(p)}", [0.0, 0])
+            delta = (p.detach() - p0).float()
+            acc[0] += delta.pow(2).sum().item()
+            acc[1] += delta.numel()
+        rows += [dict(width=width, step=step + 1, probe=name, rms=math.sqrt(s / n), l1=math.nan,
+                      delta_rms=math.sqrt(s / n)) for name, (s, n) in sq.items()]
+    return rows
+
+
+def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> pl.DataFrame:
+    """coords: one row per (width, step, probe) with rms, l1 and delta_rms."""
+    gen = sample_batches(check.batch_size, check.seq_len, seed=check.seed)
+    batches = [next(gen) for _ in range(check.steps + 1)]
+    rows: list[dict] = []
+    for width in check.widths:
+        if progress:
+            progress(f"width {width}")
+        rows += measure_width(check, width, batches)
+    return pl.DataFrame(rows)
+
+
+def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str,
+               tolerance: float = TOLERANCE) -> pl.DataFrame:
+    """slopes: (probe, step, slope, expected, ok); expected is the predicted exponent (null where the theory
+    predicts none), or ">0.1" style bounds for probes that must grow; ok is null where nothing is predicted."""
+    rows = []
+    for (probe, step), group in coords.filter(pl.col("probe") != "loss").group_by(["probe", "step"]):
+        group = group.sort("width")
+        size = group["rms" if step == 0 else "delta_rms"].to_numpy()
+        x, y = np.log(group["width"].to_numpy()), np.log(np.maximum(size, 1e-30))
+        slope = float(np.polyfit(x, y, 1)[0]) if len(x) >= 2 and np.all(np.isfinite(y)) else math.nan
+        expect = parametrizations.expected_slope(parametrization, optimizer, probe)
+        expected, ok = None, None
+        if expect is not None:
+            value = expect.expected(step)
+            if expect.grows and step > 0:
+                expected, ok = f">{parametrizations.table.GROWTH:g}", slope > parametrizations.table.GROWTH
+            elif value is not None:
+                expected, ok = f"{value:g}", abs(slope - value) <= tolerance
+        rows.append(dict(probe=probe, step=step, slope=slope, expected=expected, ok=ok))
+    return pl.DataFrame(rows, schema={"probe": pl.String, "step": pl.Int64, "slope": pl.Float64,
+                                      "expected": pl.String, "ok": pl.Boolean}).sort(["probe", "step"],
+                                                                                      maintain_order=True)
+
+
+def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
+    """One panel per step: every probe's RMS against width, log-log (mup's coordinate-check plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = sorted(coords["step"].unique().to_list())
+    probes = sorted(p for p in coords["probe"].unique().to_list() if p != "loss")
+    cmap = plt.get_cmap("tab20", max(len(probes), 1))
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.6), sharey=True, squeeze=False)
+    for ax, step in zip(axes[0], steps):
+        at = coords.filter(pl.col("step") == step)
+        for i, probe in enumerate(probes):
+            g = at.filter(pl.col("probe") == probe).sort("width")
+            if len(g):
+                ax.plot(g["width"], g["rms"], marker="o", ms=3, lw=1, color=cmap(i), label=probe)
+        ax.set(xscale="log", yscale="log", title=f"t = {step}", xlabel="width")
+    axes[0][0].set_ylabel("RMS")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight", dpi=110)
+    plt.close(fig)
+
+
+def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    coords.write_parquet(out / "coords.parquet")
+    slopes.write_csv(out / "slopes.csv")
+    title = (f"{check.model.kind} · {check.parametrization} · {check.optimizer} · lr {check.base_lr:g} · "
+             f"depth {check.model.depth}")
+    plot(coords, out / "coords.png", title)

@@ -1,0 +1,27 @@
+"""The embedded text sample: byte-level batches for coordinate checks and the CPU quick-start."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import Tensor
+
+SAMPLE = Path(__file__).parent / "assets" / "sample.txt"
+VOCAB_SIZE = 256
+
+
+def sample_tokens() -> Tensor:
+    """The sample as uint8 byte tokens [N]."""
+    return torch.frombuffer(bytearray(SAMPLE.read_bytes()), dtype=torch.uint8)
+
+
+def sample_batches(batch_size: int, seq_len: int, seed: int = 0) -> Iterator[tuple[Tensor, Tensor]]:
+    """Endless random windows: (inputs [B, T], next-token targets [B, T]) as int64, deterministic in `seed`."""
+    data = sample_tokens()
+    gen = torch.Generator().manual_seed(seed)
+    offsets = torch.arange(seq_len + 1)
+    while True:
+        starts = torch.randint(0, len(data) - seq_len - 1, (batch_size,), generator=gen)
+        window = data[starts[:, None] + offsets].long()
+        yield window[:, :-1], window[:, 1:]

@@ -1,0 +1,128 @@
+"""The training loop every coordinate check and sweep trial uses: AdamW or SGD with momentum, linear warm-up and
+cosine decay, gradient clipping, bf16 autocast on GPUs, divergence detection, seeds."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import parametrizations
+
+Batch = tuple[Tensor, Tensor]  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    optimizer: str = "adamw"
+    lr: float = 1e-3                # base learning rate (the parametrization multiplies it per role)
+    weight_decay: float = 0.0
+    steps: int = 100
+    warmup_steps: int = 0
+    schedule: str = "cosine"        # cosine | constant
+    min_lr_ratio: float = 0.0       # cosine decays to min_lr_ratio · lr
+    grad_clip: float | None = 1.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    momentum: float = 0.9           # SGD
+    nesterov: bool = True           # SGD
+    seed: int = 0
+    bf16: bool = True               # autocast to bf16 on CUDA (ignored on CPU)
+    log_every: int = 10             # losses are synced to the host (and checked for divergence) this often
+
+    def __post_init__(self) -> None:
+        parametrizations.check_optimizer(self.optimizer)
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.steps < 1 or self.warmup_steps < 0 or self.log_every < 1:
+            raise ValueError("steps ≥ 1, warmup_steps ≥ 0 and log_every ≥ 1 are required")
+        if self.schedule not in ("cosine", "constant"):
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def lr_factor(step: int, config: TrainConfig) -> float:
+    """Multiplier on every group's base LR at `step` (0-based): linear warm-up, then cosine or constant."""
+    if step < config.warmup_steps:
+        return (step + 1) / config.warmup_steps
+    if config.schedule == "constant":
+        return 1.0
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
+    inputs, targets = batch
+    use_bf16 = bf16 and inputs.device.type == "cuda"
+    with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_bf16):
+        logits = model(inputs)
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def make_optimizer(model: nn.Module, parametrization: str, config: TrainConfig) -> torch.optim.Optimizer:
+    return parametrizations.build_optimizer(model, parametrization, config.optimizer, config.lr,
+                                            weight_decay=config.weight_decay, betas=config.betas,
+                                            momentum=config.momentum, nesterov=config.nesterov)
+
+
+def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor, step: int,
+                   config: TrainConfig) -> None:
+    """Backward, clip, set this step's LRs, update."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    factor = lr_factor(step, config)
+    for group in optimizer.param_groups:
+        group["lr"] = group["base_lr"] * factor
+    optimizer.step()
+
+
+@dataclass
+class TrainResult:
+    losses: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train loss, lr factor)
+    diverged: bool = False
+    diverged_step: int | None = None
+    steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[-1][1] if self.losses else math.inf
+
+
+def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: Iterator[Batch],
+          on_log: Callable[[int, list[tuple[int, float, float]]], None] | None = None,
+          device: torch.device | str | None = None) -> TrainResult:
+    """Trains `config.steps` steps. Every `log_every` steps the losses are synced, checked (a non-finite loss ends
+    training with diverged=True) and handed to on_log(step, new_rows)."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    optimizer = make_optimizer(model, parametrization, config)
+    result, pending = TrainResult(), []
+    start = time.perf_counter()
+    for step in range(config.steps):
+        inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
+        loss = lm_loss(model, (inputs, targets), config.bf16)
+        pending.append((step, loss.detach(), lr_factor(step, config)))
+        result.tokens += inputs.numel()
+        result.steps = step + 1
+        optimizer_step(model, optimizer, loss, step, config)
+        if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
+            values = torch.stack([l for _, l, _ in pending]).tolist()  # one host sync per log interval
+            rows = [(s, v, f) for (s, _, f), v in zip(pending, values)]
+            pending = []
+            result.losses.extend(rows)
+            bad = [s for s, l, _ in rows if not math.isfinite(l)]
+            if on_log is not None:
+                on_log(step, rows)
+            if bad:
+                result.diverged, result.diverged_step = True, bad[0]
+                break
+    result.seconds = time.perf_counter() - start
+    return result
