@@ -15,7 +15,7 @@ import parametrizations
 from models import ModelConfig, build_model, role_of
 from models.taps import record
 
-from .sample import sample_batches
+from .data.sample import sample_batches
 from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
 
 DEFAULT_LR = {"adamw": 1e-2, "sgd": 0.1}

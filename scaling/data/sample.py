@@ -16,9 +16,17 @@ def sample_tokens() -> Tensor:
     return torch.frombuffer(bytearray(SAMPLE.read_bytes()), dtype=torch.uint8)
 
 
-def sample_batches(batch_size: int, seq_len: int, seed: int = 0) -> Iterator[tuple[Tensor, Tensor]]:
-    """Endless random windows: (inputs [B, T], next-token targets [B, T]) as int64, deterministic in `seed`."""
+def sample_batches(batch_size: int, seq_len: int, seed: int = 0,
+                   split: tuple[str, float] | None = None) -> Iterator[tuple[Tensor, Tensor]]:
+    """Endless random windows: (inputs [B, T], next-token targets [B, T]) as int64, deterministic in `seed`.
+
+    split=("train" | "val", fraction): draw only from the first 1 − fraction or the last fraction of the text."""
     data = sample_tokens()
+    if split is not None:
+        cut = int(len(data) * (1 - split[1]))
+        data = data[:cut] if split[0] == "train" else data[cut:]
+    if len(data) <= seq_len + 1:
+        raise ValueError(f"seq_len {seq_len} is too long for the sample's {len(data)} tokens")
     gen = torch.Generator().manual_seed(seed)
     offsets = torch.arange(seq_len + 1)
     while True:
