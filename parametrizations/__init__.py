@@ -169,5 +169,12 @@ def expected_slope(parametrization: str | Parametrization, optimizer: str, probe
     return get(parametrization).expect.get(optimizer, {}).get(key)
 
 
+def load_export(path: str) -> "export.Export":
+    """A tuned-hyperparameter export (YAML, JSON or fla config.json) from parametrizations/export.py."""
+    from .export import load_export as load
+
+    return load(path)
+
+
 __all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "names", "get", "resolve", "multipliers",
-           "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers", "expected_slope", "check_optimizer"]
+           "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers", "expected_slope", "check_optimizer", "load_export"]
