@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .chunk_fwd import PAR_CONFIGS, SEQ_CONFIGS, state_blocks
+from .chunk_fwd import PAR_CONFIGS, seq_configs, state_blocks
 from .utils import CHUNK, decay, launch, load_gates, mm, pow2, precision, tile
 
 
@@ -42,12 +42,12 @@ def chunk_state_bwd_kernel(
         i_t = NT - 1 - i_r
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        p, m = tile(t0, T, H, K, 0, C, BK)
-        b_q = tl.load(q + tok * K + p, mask=m, other=0.0)
-        b_k = tl.load(k + tok * K + p, mask=m, other=0.0)
-        b_w = tl.load(w + tok * K + p, mask=m, other=0.0)
-        p, m = tile(t0, T, H, C, 0, C, C)
-        b_Aqk = tl.load(Aqk + tok * C + p, mask=m, other=0.0)
+        p_k, m_k = tile(t0, T, H, K, 0, C, BK)
+        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+        b_w = tl.load(w + tok * K + p_k, mask=m_k, other=0.0)
+        p_c, m_c = tile(t0, T, H, C, 0, C, C)
+        b_Aqk = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
         b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
         tl.store(dh_all + (i_bh * NT + i_t) * K * V + p_h, b_dh, mask=m_h)
@@ -97,9 +97,9 @@ def chunk_dqk_bwd_kernel(
         b_dw -= mm(b_dvn, tl.trans(b_h), k, F32, PREC)
         b_dA += mm(b_do, tl.trans(b_vn), k, F32, PREC)
         b_dgl += tl.sum(b_h * b_dh)
-    p, m = tile(t0, T, H, K, i_k * BK, C, BK)
-    b_q = tl.load(q + tok * K + p, mask=m, other=0.0).to(tl.float32)
-    b_k = tl.load(k + tok * K + p, mask=m, other=0.0).to(tl.float32)
+    p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+    b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
+    b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
     b_dA = b_dA * decay(b_G, C, False) * scale
     b_dq = b_dqg * (tl.exp(b_G) * scale)[:, None] + mm(b_dA, b_k, k, F32, PREC)
     b_dk = b_dkd * tl.exp(b_gl - b_G)[:, None]
@@ -107,9 +107,9 @@ def chunk_dqk_bwd_kernel(
     b_dk += mm(tl.trans(b_dA), b_q, k, F32, PREC)
     b_dG = tl.sum(b_q * b_dq, axis=1) - tl.sum(b_k * b_dk, axis=1)
     b_dG = tl.where(rows == tl.minimum(t0 + C, T) - 1, b_dG + b_dgl, b_dG)
-    tl.store(dq + tok * K + p, b_dq.to(dq.dtype.element_ty), mask=m)
-    tl.store(dk + tok * K + p, b_dk, mask=m)
-    tl.store(dw + tok * K + p, b_dw, mask=m)
+    tl.store(dq + tok * K + p_k, b_dq.to(dq.dtype.element_ty), mask=m_k)
+    tl.store(dk + tok * K + p_k, b_dk, mask=m_k)
+    tl.store(dw + tok * K + p_k, b_dw, mask=m_k)
     tl.store(dG + i_k * T * H * (tl.num_programs(1) // H) + tok + rows * H, b_dG, mask=rows < T)
 
 
@@ -130,24 +130,24 @@ def chunk_wy_bwd_kernel(
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     b_G, b_gl = load_gates(G + tok, t0, T, H, C)
     b_eG = tl.exp(b_G)
-    p, m = tile(t0, T, H, C, 0, C, C)
-    b_T = tl.load(Tinv + tok * C + p, mask=m, other=0.0)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    b_T = tl.load(Tinv + tok * C + p_c, mask=m_c, other=0.0)
     b_dT = tl.zeros([C, C], dtype=tl.float32)
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_dbeta = tl.zeros([C], dtype=tl.float32)
     b_dG = tl.zeros([C], dtype=tl.float32)
     for i_v in range(tl.cdiv(V, BV)):
-        p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_v = tl.load(v + tok * V + p, mask=m, other=0.0).to(tl.float32)
-        b_du = tl.load(dv_new + tok * V + p, mask=m, other=0.0)
+        p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
+        b_v = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32)
+        b_du = tl.load(dv_new + tok * V + p_v, mask=m_v, other=0.0)
         b_dvb = mm(tl.trans(b_T), b_du, k, F32, PREC)
-        tl.store(dv + tok * V + p, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m)
+        tl.store(dv + tok * V + p_v, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
         b_dbeta += tl.sum(b_v * b_dvb, axis=1)
         b_dT += mm(b_du, tl.trans(b_v * b_beta[:, None]), k, F32, PREC)
     for i_k in range(tl.cdiv(K, BK)):
-        p, m = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_k = tl.load(k + tok * K + p, mask=m, other=0.0).to(tl.float32)
-        b_dw = tl.load(dw + tok * K + p, mask=m, other=0.0)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
+        b_dw = tl.load(dw + tok * K + p_k, mask=m_k, other=0.0)
         b_dkb = mm(tl.trans(b_T), b_dw, k, F32, PREC)
         b_kg = b_k * b_eG[:, None]
         b_dbeta += tl.sum(b_kg * b_dkb, axis=1)
@@ -163,12 +163,12 @@ def chunk_wy_bwd_kernel(
     b_M = b_dAe * b_beta[:, None]
     b_M = b_M + tl.trans(b_M)
     for i_k in range(tl.cdiv(K, BK)):
-        p, m = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_k = tl.load(k + tok * K + p, mask=m, other=0.0).to(tl.float32)
-        b_dw = tl.load(dw + tok * K + p, mask=m, other=0.0)
-        b_dk = tl.load(dk_part + tok * K + p, mask=m, other=0.0)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
+        b_dw = tl.load(dw + tok * K + p_k, mask=m_k, other=0.0)
+        b_dk = tl.load(dk_part + tok * K + p_k, mask=m_k, other=0.0)
         b_dk += mm(tl.trans(b_T), b_dw, k, F32, PREC) * (b_beta * b_eG)[:, None] + mm(b_M, b_k, k, F32, PREC)
-        tl.store(dk + tok * K + p, b_dk.to(dk.dtype.element_ty), mask=m)
+        tl.store(dk + tok * K + p_k, b_dk.to(dk.dtype.element_ty), mask=m_k)
     tl.store(dbeta + tok + rows * H, b_dbeta.to(dbeta.dtype.element_ty), mask=rows < T)
     if USE_G:
         BTH = tl.num_programs(1) // H * T * H
@@ -197,7 +197,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_state_bwd_kernel, (triton.cdiv(V, BV), B * H),
            (q, k, w, G, Aqk, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec), SEQ_CONFIGS)
+                STORE_DH0=initial_state is not None, PREC=prec), seq_configs(BK))
 
     BK, BV = min(64, pow2(K)), min(64, pow2(V))
     NK = triton.cdiv(K, BK)

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .solve import solve_tril_64
 from .utils import CHUNK, decay, launch, load_gates, mm, pow2, precision, tile
 
 
@@ -28,7 +29,6 @@ def chunk_prepare_fwd_kernel(
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
-    r = tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     if USE_G:
@@ -40,32 +40,27 @@ def chunk_prepare_fwd_kernel(
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_qk = tl.zeros([C, C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
-        p, m = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_k = tl.load(k + tok * K + p, mask=m, other=0.0)
-        b_q = tl.load(q + tok * K + p, mask=m, other=0.0)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
         b_kk += mm(b_k, tl.trans(b_k), k, F32, PREC)
         b_qk += mm(b_q, tl.trans(b_k), k, F32, PREC)
-    b_A = b_kk * decay(b_G, C, True) * b_beta[:, None]
-    b_Aqk = b_qk * decay(b_G, C, False) * scale
-
-    # (I + A)^{-1} by forward substitution, one row at a time: T_i = e_i − Σ_{j<i} A_ij T_j
-    b_T = tl.zeros([C, C], dtype=tl.float32)
-    for i in range(C):
-        a_i = tl.sum(tl.where(r[:, None] == i, b_A, 0.0), axis=0)
-        t_i = tl.where(r == i, 1.0, -tl.sum(a_i[:, None] * b_T, axis=0))
-        b_T = tl.where(r[:, None] == i, t_i[None, :], b_T)
-
-    p, m = tile(t0, T, H, C, 0, C, C)
-    tl.store(T_out + tok * C + p, b_T, mask=m)
-    tl.store(Aqk_out + tok * C + p, b_Aqk, mask=m)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    tl.store(Aqk_out + tok * C + p_c, b_qk * decay(b_G, C, False) * scale, mask=m_c)
+    # A goes through T_out: the solve reads it back in 16×16 blocks and overwrites it with T = (I + A)^{-1}
+    tl.store(T_out + tok * C + p_c, b_kk * decay(b_G, C, True) * b_beta[:, None], mask=m_c)
+    tl.debug_barrier()
+    solve_tril_64(T_out + tok * C, t0, T, H, C)
+    tl.debug_barrier()
+    b_T = tl.load(T_out + tok * C + p_c, mask=m_c, other=0.0)
     for i_k in range(tl.cdiv(K, BK)):
-        p, m = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_kb = tl.load(k + tok * K + p, mask=m, other=0.0).to(tl.float32) * (b_beta * tl.exp(b_G))[:, None]
-        tl.store(w_out + tok * K + p, mm(b_T, b_kb, k, F32, PREC).to(w_out.dtype.element_ty), mask=m)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        b_kb = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32) * (b_beta * tl.exp(b_G))[:, None]
+        tl.store(w_out + tok * K + p_k, mm(b_T, b_kb, k, F32, PREC).to(w_out.dtype.element_ty), mask=m_k)
     for i_v in range(tl.cdiv(V, BV)):
-        p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_vb = tl.load(v + tok * V + p, mask=m, other=0.0).to(tl.float32) * b_beta[:, None]
-        tl.store(u_out + tok * V + p, mm(b_T, b_vb, k, F32, PREC).to(u_out.dtype.element_ty), mask=m)
+        p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
+        b_vb = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32) * b_beta[:, None]
+        tl.store(u_out + tok * V + p_v, mm(b_T, b_vb, k, F32, PREC).to(u_out.dtype.element_ty), mask=m_v)
 
 
 @triton.jit
@@ -91,12 +86,12 @@ def chunk_state_fwd_kernel(
     for i_t in range(NT):
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        p, m = tile(t0, T, H, K, 0, C, BK)
-        b_q = tl.load(q + tok * K + p, mask=m, other=0.0)
-        b_k = tl.load(k + tok * K + p, mask=m, other=0.0)
-        b_w = tl.load(w + tok * K + p, mask=m, other=0.0)
-        p, m = tile(t0, T, H, C, 0, C, C)
-        b_Aqk = tl.load(Aqk + tok * C + p, mask=m, other=0.0)
+        p_k, m_k = tile(t0, T, H, K, 0, C, BK)
+        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+        b_w = tl.load(w + tok * K + p_k, mask=m_k, other=0.0)
+        p_c, m_c = tile(t0, T, H, C, 0, C, C)
+        b_Aqk = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
         b_u = tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
         if SAVE:
@@ -123,7 +118,12 @@ def state_blocks(K: int, V: int, BH: int) -> tuple[int, int]:
     return BK, BV
 
 
-SEQ_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages": 1}, {"num_warps": 8, "num_stages": 1})
+def seq_configs(BK: int) -> tuple[dict[str, int], ...]:
+    """num_warps/num_stages of the sequential passes, in the order tried: more warps for the larger states."""
+    w = 8 if BK >= 256 else 4
+    return ({"num_warps": w, "num_stages": 2}, {"num_warps": w, "num_stages": 1}, {"num_warps": 8, "num_stages": 1})
+
+
 PAR_CONFIGS = ({"num_warps": 8, "num_stages": 2}, {"num_warps": 8, "num_stages": 1}, {"num_warps": 4, "num_stages": 1})
 
 
@@ -156,6 +156,6 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
            (q, k, w, u, G, Aqk, initial_state if initial_state is not None else o, o, ht, h_all, v_new,
             scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, SAVE=save, PREC=prec), SEQ_CONFIGS)
+                STORE_HT=output_final_state, SAVE=save, PREC=prec), seq_configs(BK))
     saved = dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new) if save else {}
     return o, (ht if output_final_state else None), saved
