@@ -50,6 +50,7 @@ import yaml
 
 KEYS = ["parametrization", "optimizer", "width"]
 GRID_KEYS = [*KEYS, "lr", "seed"]
+ROUND = 9  # transfer metrics are rounded to 1e-9 octaves: below that the difference is float noise
 LR_DIGITS = 9  # LRs are matched on round(log2(lr), LR_DIGITS): a spec's LRs and a trial's may differ by float noise
 
 
@@ -86,50 +87,26 @@ def load_sweep(path: str | Path) -> Sweep:
     return Sweep(path, spec, trials, curves)
 
 
-def lr_values(lrs: list | dict) -> list[float]:
-    """A spec's `lrs`: an explicit list, or {log_range: [lo, hi], num: n} (n LRs evenly spaced in log, ends included)."""
-    if isinstance(lrs, dict):
-        try:
-            lo, hi = (float(x) for x in lrs["log_range"])
-            num = int(lrs["num"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"lrs must be a list or {{log_range: [lo, hi], num: n}}, got {lrs!r}") from None
-        if not (0 < lo <= hi) or num < 1:
-            raise ValueError(f"lrs log_range needs 0 < lo ≤ hi and num ≥ 1, got {lrs!r}")
-        return [float(x) for x in np.geomspace(lo, hi, num)] if num > 1 else [lo]
-    values = [float(x) for x in lrs]
-    if not values or min(values) <= 0:
-        raise ValueError(f"lrs must be positive, got {lrs!r}")
-    return values
-
-
-def _as_list(spec: dict, plural: str, singular: str, default: list | None = None) -> list:
-    value = spec.get(plural, spec.get(singular, default))
-    if value is None:
-        raise ValueError(f"spec has no {plural!r}")
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def expand_grid(spec: dict) -> pl.DataFrame:
-    """Every trial a spec asks for: (parametrization, optimizer, width, lr, seed), from the keys widths, lrs,
-    parametrizations, optimizers, seeds (a singular key or a scalar means one value; seeds default to [0])."""
-    rows = [dict(parametrization=str(p), optimizer=str(o), width=int(w), lr=lr, seed=int(s))
-            for p in _as_list(spec, "parametrizations", "parametrization")
-            for o in _as_list(spec, "optimizers", "optimizer")
-            for w in _as_list(spec, "widths", "width")
-            for lr in lr_values(spec["lrs"] if "lrs" in spec else _as_list(spec, "lrs", "lr"))
-            for s in _as_list(spec, "seeds", "seed", [0])]
-    return pl.DataFrame(rows, schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,
-                                      "lr": pl.Float64, "seed": pl.Int64})
+    """Every trial a sweep spec's grid asks for: (parametrization, optimizer, width, lr, seed). The expansion is the
+    sweep engine's own (sweeps.spec.parse(...).grid()), so "missing" means exactly what the engine would still run;
+    a malformed spec raises its SpecError (a ValueError naming the field)."""
+    from sweeps.spec import parse
+
+    points = parse({"name": "sweep", **spec}).grid()
+    return pl.DataFrame([dict(parametrization=p.parametrization, optimizer=p.optimizer, width=p.width, lr=p.lr,
+                              seed=p.seed) for p in points],
+                        schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,
+                                "lr": pl.Float64, "seed": pl.Int64})
 
 
 def _lr_key(lr: pl.Expr) -> pl.Expr:
     return lr.log(2).round(LR_DIGITS).alias("lr_key")
 
 
-def missing_trials(spec: dict, trials: pl.DataFrame) -> pl.DataFrame:
-    """The grid points of the spec that have no trial yet (a sweep still running, or trials lost)."""
-    grid = expand_grid(spec).with_columns(_lr_key(pl.col("lr")))
+def missing_trials(grid: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """The grid points (expand_grid's output) that have no trial yet (a sweep still running, or trials lost)."""
+    grid = grid.with_columns(_lr_key(pl.col("lr")))
     done = trials.select(pl.col("parametrization").cast(pl.String), pl.col("optimizer").cast(pl.String),
                          pl.col("width").cast(pl.Int64), _lr_key(pl.col("lr").cast(pl.Float64)),
                          pl.col("seed").cast(pl.Int64)).unique()
@@ -263,8 +240,8 @@ def transfer(optimum: pl.DataFrame) -> pl.DataFrame:
         x, y = np.log2(g["width"].to_numpy().astype(float)), g["log2_best_lr"].to_numpy()
         lost = g["loss_lost"].drop_nulls()
         rows.append(dict(parametrization=p, optimizer=o, widths=len(g), n_bound=int(g["bound"].sum()),
-                         spread_octaves=float(y.max() - y.min()),
-                         slope=float(np.polyfit(x, y, 1)[0]) if len(g) >= 2 else None,
+                         spread_octaves=round(float(y.max() - y.min()), ROUND),
+                         slope=round(float(np.polyfit(x, y, 1)[0]), ROUND) if len(g) >= 2 else None,
                          max_loss_lost=float(lost.max()) if len(lost) else None,
                          base_width=int(g["base_width"][0]), base_lr_grid=float(g["base_lr_grid"][0])))
     return pl.DataFrame(rows, schema={"parametrization": pl.String, "optimizer": pl.String, "widths": pl.Int64,
@@ -282,7 +259,8 @@ class Analysis:
     curves: pl.DataFrame
     optima: pl.DataFrame
     transfer: pl.DataFrame
-    missing: pl.DataFrame
+    grid_size: int           # trials the spec's grid asks for
+    missing: pl.DataFrame    # grid points without a trial
     failed: pl.DataFrame  # trials left out (status error, …): trial_id, grid keys, status, error
 
 
@@ -292,15 +270,16 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     if not isinstance(sweep, Sweep):
         say(f"reading {sweep}")
         sweep = load_sweep(sweep)
-    missing = missing_trials(sweep.spec, sweep.trials)
-    say(f"{len(sweep.trials)} trials, {len(missing)} of the spec's grid missing")
+    grid = expand_grid(sweep.spec)
+    missing = missing_trials(grid, sweep.trials)
+    say(f"{len(sweep.trials)} trials; {len(missing)} of the spec's {len(grid)} grid trials missing")
     metric = loss_metric(sweep.trials)
     losses = trial_losses(sweep.trials, metric)
     curves = lr_curves(sweep.trials, metric)
     say(f"optimum per width from {metric}")
     table = optima(curves, metric)
     keep = [c for c in ("trial_id", *GRID_KEYS, "status", "error") if c in losses.columns]
-    return Analysis(sweep, metric, curves, table, transfer(table), missing,
+    return Analysis(sweep, metric, curves, table, transfer(table), len(grid), missing,
                     losses.filter(pl.col("failed")).select(keep))
 
 

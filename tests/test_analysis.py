@@ -22,9 +22,9 @@ WIDTHS = [256, 512, 1024, 2048]
 LOG2_LRS = list(range(-12, -3))  # 2^-12 … 2^-4
 SEEDS = [0, 1, 2]
 C = 0.05
-SPEC = {"name": "synthetic", "widths": WIDTHS, "lrs": {"log_range": [2.0 ** -12, 2.0 ** -4], "num": 9},
+SPEC = {"name": "synthetic", "widths": WIDTHS, "lrs": [2.0 ** x for x in range(-12, -3)],
         "parametrizations": ["mup", "sp"], "optimizers": ["adamw"], "seeds": SEEDS,
-        "model": {"kind": "gdn", "depth": 2}, "train": {"steps": 50}}
+        "model": {"kind": "gdn", "depth": 2}, "steps": 50, "weight_decay": 0.1, "warmup_steps": 5}
 MISSING = dict(parametrization="mup", optimizer="adamw", width=2048, lr=2.0 ** -12, seed=2)
 FAILED = dict(parametrization="mup", optimizer="adamw", width=512, lr=2.0 ** -9, seed=1)
 
@@ -189,15 +189,11 @@ def test_parabola_vertex() -> None:
     assert analysis.parabola_vertex(x, np.array([1.0, 0.5, np.inf])) is None
 
 
-def test_lr_values_and_bad_specs() -> None:
-    assert analysis.lr_values({"log_range": [1e-4, 1e-2], "num": 3}) == pytest.approx([1e-4, 1e-3, 1e-2])
-    assert analysis.lr_values([0.1, 0.2]) == [0.1, 0.2]
-    with pytest.raises(ValueError, match="log_range"):
-        analysis.lr_values({"range": [1, 2]})
-    with pytest.raises(ValueError, match="positive"):
-        analysis.lr_values([0.1, -1])
+def test_bad_spec_is_refused_by_field() -> None:
     with pytest.raises(ValueError, match="widths"):
         analysis.expand_grid({k: v for k, v in SPEC.items() if k != "widths"})
+    with pytest.raises(ValueError, match=r"lrs\[1\]"):
+        analysis.expand_grid({**SPEC, "lrs": [0.1, -1.0]})
 
 
 def test_tables_are_written(tmp_path: Path, result: analysis.Analysis) -> None:

@@ -1,0 +1,91 @@
+"""`deltamup report` (optima, figures, one HTML page) and `deltamup export` (tuned hyperparameters for a width)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+
+import parametrizations
+from parametrizations.export import FORMATS, write_export
+from scaling.analysis import analyze, load_sweep
+from scaling.commands.common import print_table, writable_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="optimum LR per width, transfer metrics, figures and an HTML page")
+    p.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    p.add_argument("--out", help="output directory (default SWEEP_DIR/report)")
+    p.add_argument("--coord-check", action="append", default=[], metavar="DIR",
+                   help="a coord-check output directory to include (repeatable; ones inside SWEEP_DIR are found)")
+    p.set_defaults(run=run_report)
+
+    e = sub.add_parser("export", help="write a sweep's tuned hyperparameters for a target width")
+    e.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    e.add_argument("--parametrization", "-p", required=True)
+    e.add_argument("--optimizer", required=True, help="adamw | sgd")
+    e.add_argument("--width", type=int, required=True, help="the target width")
+    e.add_argument("--out", required=True, help="file to write")
+    e.add_argument("--format", choices=FORMATS, default=None,
+                   help="yaml | json | fla (fla: a config.json for fla's GatedDeltaNet/GatedDeltaProduct); "
+                        "default: json for a .json file, else yaml")
+    e.add_argument("--base-width", type=int, default=None,
+                   help="the sweep width whose optimum LR is transferred (default: the smallest with an optimum)")
+    e.add_argument("--allow-bound", action="store_true", help="export an optimum on the LR grid's edge anyway")
+    e.set_defaults(run=run_export)
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def _fmt(value) -> str:
+    return "–" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    import reports
+
+    load_sweep(args.sweep_dir)  # bad input: one line before any work
+    out = writable_dir(args.out) if args.out else None
+    report = reports.build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
+    a = report.analysis
+    rows = [{k: _fmt(v) for k, v in r.items()} for r in a.optima.select(
+        "parametrization", "optimizer", "width", "best_lr", "best_loss", "best_loss_se", "bound", "loss_lost")
+        .iter_rows(named=True)]
+    print_table(rows)
+    print()
+    print_table([{k: _fmt(v) for k, v in r.items()} for r in a.transfer.iter_rows(named=True)])
+    if not a.missing.is_empty():
+        print(f"\nincomplete: {len(a.missing)} of {a.grid_size} grid trials have no result yet "
+              f"(listed in {report.out}/missing.csv)")
+    bounds = a.optima.filter(pl.col("bound"))
+    if not bounds.is_empty():
+        print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")
+    print(f"\nreport: {report.page}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from reports.tuned import export_from_sweep
+
+    fmt = args.format or ("json" if args.out.endswith(".json") else "yaml")
+    parametrizations.get(args.parametrization)
+    parametrizations.check_optimizer(args.optimizer)
+    for flag, value in (("--width", args.width), ("--base-width", args.base_width)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be positive, got {value}")
+    load_sweep(args.sweep_dir)
+    out = Path(args.out)
+    writable_dir(str(out.parent) if str(out.parent) else ".")
+    analysis = analyze(args.sweep_dir)
+    export = export_from_sweep(analysis, args.parametrization, args.optimizer, args.width, args.base_width,
+                               args.allow_bound)
+    write_export(export, out, fmt)
+    hidden = export.groups["hidden"]
+    print(f"{export.parametrization} · {export.optimizer}: LR {export.lr:.4g} tuned at width {export.tuned_width} "
+          f"→ width {export.width} (m = {export.width_mult:g}); hidden LR {hidden.lr:.4g}, init std "
+          f"{_fmt(hidden.init_std)}")
+    print(f"export ({fmt}): {out}")
+    return 0

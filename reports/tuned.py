@@ -1,0 +1,47 @@
+"""From a sweep's optimum to an export for a target width: which LR, tuned where, with what provenance."""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import polars as pl
+
+from parametrizations.export import Export, make_export
+from scaling.analysis import Analysis
+
+
+def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, width: int,
+                      tuned_width: int | None = None, allow_bound: bool = False) -> Export:
+    """The export at `width` of the optimum found at `tuned_width` (default: the sweep's smallest width with an
+    optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, or only a bound of one."""
+    from sweeps.spec import parse
+
+    rows = analysis.optima.filter((pl.col("parametrization") == parametrization) & (pl.col("optimizer") == optimizer)
+                                  & pl.col("best_lr").is_not_null()).sort("width")
+    if rows.is_empty():
+        have = sorted({f"{p}/{o}" for p, o in analysis.optima.select("parametrization", "optimizer").iter_rows()})
+        raise ValueError(f"the sweep has no optimum for {parametrization}/{optimizer} (it has: "
+                         f"{', '.join(have) or 'no finished trials'})")
+    tuned_width = tuned_width or int(rows["width"][0])
+    at = rows.filter(pl.col("width") == tuned_width)
+    if at.is_empty():
+        raise ValueError(f"no optimum at width {tuned_width} for {parametrization}/{optimizer}; widths with one: "
+                         f"{', '.join(map(str, rows['width']))}")
+    best = at.row(0, named=True)
+    if best["bound"] and not allow_bound:
+        raise ValueError(f"the optimum at width {tuned_width} is on the {best['edge']} edge of the LR grid "
+                         f"({best['best_lr']:g}): a bound, not a value. Extend the grid, or pass --allow-bound")
+    spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec})
+    train = dict(spec.train)
+    weight_decay = float(train.pop("weight_decay", 0.0))
+    spec_file = analysis.sweep.path / "spec.yaml"
+    provenance = dict(
+        sweep=str(analysis.sweep.path.resolve()), spec_name=spec.name,
+        spec_sha256=hashlib.sha256(spec_file.read_bytes()).hexdigest(), task=spec.task, steps=spec.steps,
+        batch_size=spec.batch_size, seq_len=spec.seq_len, metric=analysis.metric,
+        best_lr=best["best_lr"], best_lr_grid=best["best_lr_grid"], refined=best["refined"], bound=best["bound"],
+        edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"], n_seeds=best["n_seeds"],
+        trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing),
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return make_export(parametrization, optimizer, spec.model_config(width), lr=best["best_lr"],
+                       weight_decay=weight_decay, tuned_width=tuned_width, train=train, provenance=provenance)

@@ -1,0 +1,85 @@
+"""The report of a synthetic sweep (tests/test_analysis.py's): files, HTML content, and the page in headless Chromium."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import polars as pl
+import pytest
+
+import reports
+from scaling.coord_check import fit_slopes
+from test_analysis import MISSING, write_sweep
+
+CHROMIUM = shutil.which("chromium")
+FIGURES = ["loss_vs_lr", "shifted_loss", "optimum_vs_width", "coord_check_0"]
+
+
+def write_coord_check(path: Path) -> Path:
+    """A coord-check directory as `deltamup coord-check` writes it: probe sizes ∝ width^exponent, slopes fitted by
+    scaling.coord_check.fit_slopes (block1.q grows with width at t = 0, off its expected −0.5)."""
+    path.mkdir(parents=True)
+    exponents = {"block0.q": -0.5, "block1.q": 0.3, "logits": -0.5, "block0.mixer_out": 0.0}
+    rows = [dict(width=w, step=s, probe=p, rms=0.1 * w ** e, l1=0.08 * w ** e, delta_rms=None if s == 0 else 0.01)
+            for w in (64, 128, 256) for s in (0, 1, 2) for p, e in exponents.items()]
+    coords = pl.DataFrame(rows, schema_overrides={"delta_rms": pl.Float64})
+    coords.write_parquet(path / "coords.parquet")
+    fit_slopes(coords, "gdn-mup", "adamw").write_csv(path / "slopes.csv")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> reports.Report:
+    sweep = write_sweep(tmp_path_factory.mktemp("report") / "sweep")
+    write_coord_check(sweep / "coord-check")
+    return reports.build_report(sweep)
+
+
+def test_report_writes_tables_and_figures(report: reports.Report) -> None:
+    names = {p.name for p in report.files}
+    for name in FIGURES:
+        assert {f"{name}.png", f"{name}.svg"} <= names
+        assert (report.out / f"{name}.png").stat().st_size > 10_000
+        assert (report.out / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+    assert {"optima.csv", "transfer.csv", "missing.csv", "index.html"} <= names
+    assert report.out == report.analysis.sweep.path / "report"
+
+
+def test_page_is_self_contained_and_says_what_is_missing(report: reports.Report) -> None:
+    page = report.page.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing from the network
+    assert len(re.findall(r'<img src="data:image/png;base64,', page)) == len(FIGURES)
+    assert f"1 of {report.analysis.grid_size} grid trials have no result" in page
+    assert f"<td>{MISSING['width']}</td>" in page and "CUDA out of memory" in page  # missing and failed trials
+    assert "sp/adamw @2048 (low)" in page  # the bound
+    assert "Coordinate check: coord-check" in page and '<tr class="bad">' in page  # block1.q is off
+    assert "parametrizations:\n- mup\n- sp" in page  # the spec
+
+
+def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp / 'profile'}"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_page_renders_in_headless_chromium_with_every_image_loaded(report: reports.Report, tmp_path: Path) -> None:
+    # The page has no scripts; a copy gets one that records, after load, each image's decoded size in the DOM.
+    probe = tmp_path / "probe.html"
+    probe.write_text(report.page.read_text().replace("</body>", """<script>
+window.addEventListener("load", () => { for (const img of document.images)
+  img.setAttribute("data-natural", img.naturalWidth + "x" + img.naturalHeight); });</script></body>"""))
+    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri(), tmp=tmp_path).stdout
+    sizes = re.findall(r'data-natural="(\d+)x(\d+)"', dom)
+    assert len(sizes) == len(FIGURES)
+    assert all(int(w) > 300 and int(h) > 200 for w, h in sizes)
+    shot = tmp_path / "shot.png"
+    chromium("--window-size=1280,1600", f"--screenshot={shot}", report.page.as_uri(), tmp=tmp_path)
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (1600, 1280)
+    assert (pixels.std(axis=(0, 1)) > 0.05).all()  # drawn: text, tables and figures, not a blank page
+    assert np.mean(np.abs(pixels - pixels.mean(axis=(0, 1))).sum(-1) > 0.3) > 0.01

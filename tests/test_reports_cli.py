@@ -1,0 +1,84 @@
+"""`deltamup report` and `deltamup export` on the synthetic sweep of tests/test_analysis.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import parametrizations
+from models import ModelConfig, build_model
+from scaling.cli import main
+from test_analysis import SPEC, write_sweep, x_star
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_sweep(tmp_path_factory.mktemp("cli") / "sweep")
+
+
+def test_report_prints_optima_and_where_the_page_is(sweep: Path, tmp_path: Path, capsys) -> None:
+    assert main(["report", str(sweep), "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert f"report: {tmp_path / 'rep' / 'index.html'}" in out
+    assert "incomplete: 1 of 216 grid trials have no result yet" in out
+    assert "1 optima lie on the LR grid's edge" in out
+    assert (tmp_path / "rep" / "index.html").is_file()
+
+
+def test_report_of_a_non_sweep_fails_with_one_line(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"deltamup report: error: {tmp_path} is not a sweep directory: no spec.yaml"]
+
+
+def test_export_round_trips_to_the_registrys_param_groups(sweep: Path, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "train.yaml"
+    assert main(["export", str(sweep), "-p", "mup", "--optimizer", "adamw", "--width", "512", "--out",
+                 str(path)]) == 0
+    assert f"export (yaml): {path}" in capsys.readouterr().out
+    exp = parametrizations.load_export(path)
+    assert exp.lr == pytest.approx(2 ** x_star("mup", 256)) and exp.tuned_width == 256 and exp.width == 512
+    assert exp.weight_decay == SPEC["weight_decay"] and exp.train["warmup_steps"] == SPEC["warmup_steps"]
+    assert exp.provenance["sweep"] == str(sweep.resolve()) and exp.provenance["bound"] is False
+    assert exp.provenance["missing_trials"] == 1
+    model = build_model(ModelConfig(**SPEC["model"], width=512), "mup", "adamw")
+    got = exp.build_optimizer(model)
+    want = parametrizations.build_optimizer(model, "mup", "adamw", lr=exp.lr, weight_decay=0.1)
+    assert [(g["role"], g["lr"], g["weight_decay"]) for g in got.param_groups] == \
+           [(g["role"], g["lr"], g["weight_decay"]) for g in want.param_groups]
+
+
+def test_export_refuses_a_bound_unless_allowed(sweep: Path, tmp_path: Path, capsys) -> None:
+    args = ["export", str(sweep), "-p", "sp", "--optimizer", "adamw", "--width", "4096", "--base-width", "2048",
+            "--out", str(tmp_path / "sp.json")]
+    assert main(args) == 2
+    assert "on the low edge of the LR grid" in capsys.readouterr().err
+    assert not (tmp_path / "sp.json").exists()
+    assert main([*args, "--allow-bound"]) == 0
+    doc = json.loads((tmp_path / "sp.json").read_text())
+    assert doc["lr"] == 2.0 ** -12 and doc["provenance"]["bound"] is True and doc["tuned_width"] == 2048
+
+
+def test_export_fla_config(sweep: Path, tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    assert main(["export", str(sweep), "-p", "mup", "--optimizer", "adamw", "--width", "1024", "--out", str(path),
+                 "--format", "fla"]) == 0
+    doc = json.loads(path.read_text())
+    assert (doc["model_type"], doc["hidden_size"], doc["num_hidden_layers"]) == ("gated_deltanet", 1024, 2)
+    assert parametrizations.load_export(path).width == 1024
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-p", "nope", "--optimizer", "adamw", "--width", "512"], "unknown parametrization 'nope'"),
+    (["-p", "mup", "--optimizer", "adam", "--width", "512"], "unknown optimizer 'adam'"),
+    (["-p", "mup", "--optimizer", "adamw", "--width", "0"], "--width must be positive"),
+    (["-p", "gdn-mup", "--optimizer", "adamw", "--width", "512"], "no optimum for gdn-mup/adamw (it has: mup/adamw"),
+    (["-p", "mup", "--optimizer", "adamw", "--width", "512", "--base-width", "384"], "no optimum at width 384"),
+])
+def test_export_bad_input(sweep: Path, tmp_path: Path, capsys, args: list[str], message: str) -> None:
+    out = tmp_path / "x.yaml"
+    assert main(["export", str(sweep), *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not out.exists()
