@@ -45,11 +45,11 @@ def _fmt(value) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    import reports
+    from reports.report import build_report
 
     load_sweep(args.sweep_dir)  # bad input: one line before any work
     out = writable_dir(args.out) if args.out else None
-    report = reports.build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
+    report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
     a = report.analysis
     rows = [{k: _fmt(v) for k, v in r.items()} for r in a.optima.select(
         "parametrization", "optimizer", "width", "best_lr", "best_loss", "best_loss_se", "bound", "loss_lost")

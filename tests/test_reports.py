@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-import reports
+from reports.report import Report, build_report
 from scaling.coord_check import fit_slopes
 from test_analysis import MISSING, write_sweep
 
@@ -33,13 +33,13 @@ def write_coord_check(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> reports.Report:
+def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     sweep = write_sweep(tmp_path_factory.mktemp("report") / "sweep")
     write_coord_check(sweep / "coord-check")
-    return reports.build_report(sweep)
+    return build_report(sweep)
 
 
-def test_report_writes_tables_and_figures(report: reports.Report) -> None:
+def test_report_writes_tables_and_figures(report: Report) -> None:
     names = {p.name for p in report.files}
     for name in FIGURES:
         assert {f"{name}.png", f"{name}.svg"} <= names
@@ -49,7 +49,7 @@ def test_report_writes_tables_and_figures(report: reports.Report) -> None:
     assert report.out == report.analysis.sweep.path / "report"
 
 
-def test_page_is_self_contained_and_says_what_is_missing(report: reports.Report) -> None:
+def test_page_is_self_contained_and_says_what_is_missing(report: Report) -> None:
     page = report.page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing from the network
     assert len(re.findall(r'<img src="data:image/png;base64,', page)) == len(FIGURES)
@@ -67,7 +67,7 @@ def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
-def test_page_renders_in_headless_chromium_with_every_image_loaded(report: reports.Report, tmp_path: Path) -> None:
+def test_page_renders_in_headless_chromium_with_every_image_loaded(report: Report, tmp_path: Path) -> None:
     # The page has no scripts; a copy gets one that records, after load, each image's decoded size in the DOM.
     probe = tmp_path / "probe.html"
     probe.write_text(report.page.read_text().replace("</body>", """<script>

@@ -1,0 +1,103 @@
+"""Build a sweep's report: tables, figures and index.html.
+
+    report = build_report("runs/gdn-adamw")          # writes runs/gdn-adamw/report/index.html, …
+    report = build_report(sweep_dir, out, coord_checks=["runs/cc-gdn-mup"])
+
+Coordinate-check directories (`deltamup coord-check --out DIR`) inside the sweep directory are found by themselves.
+"""
+from __future__ import annotations
+
+import html as _html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import polars as pl
+
+from scaling.analysis import Analysis, analyze, write_tables
+
+from . import coord, html, plots
+
+OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "best_lr", "best_lr_grid", "best_loss", "best_loss_se",
+                "n_seeds", "refined", "bound", "edge", "n_diverged_lrs", "loss_lost"]
+
+
+@dataclass(frozen=True)
+class Report:
+    out: Path
+    page: Path
+    analysis: Analysis
+    files: list[Path]
+
+
+def find_coord_checks(sweep_dir: Path) -> list[Path]:
+    """Directories under the sweep directory (two levels deep) that hold a coordinate check."""
+    return sorted({p.parent for pattern in ("*/coords.parquet", "*/*/coords.parquet")
+                   for p in sweep_dir.glob(pattern) if (p.parent / "slopes.csv").is_file()})
+
+
+def _status(a: Analysis) -> str:
+    t = a.sweep.trials
+    counts = (t["status"].value_counts().sort("status").iter_rows() if "status" in t.columns else [("ok", len(t))])
+    summary = ", ".join(f"{n} {s}" for s, n in counts)
+    parts = [f"<p>{len(t)} trials ({summary or 'none yet'}); optimum from <b>{a.metric}</b>, the seed-mean per LR "
+             "(a diverged seed makes its LR diverged), refined by a parabola in log2(LR).</p>"]
+    if a.missing.is_empty():
+        parts.append('<p class="ok">Every trial of the spec\'s grid has a result.</p>')
+    else:
+        parts.append(f'<p class="note">The sweep is incomplete: {len(a.missing)} of {a.grid_size} grid trials have no '
+                     "result yet (still running, or lost). Optima below use the trials that finished.</p>"
+                     + html.table(a.missing))
+    if not a.failed.is_empty():
+        parts.append(f'<p class="note">Failed trials (errors, not divergence; left out of the optima): {len(a.failed)}</p>'
+                     + html.table(a.failed))
+    bounds = a.optima.filter(pl.col("bound"))
+    if not bounds.is_empty():
+        where = ", ".join(f"{r['parametrization']}/{r['optimizer']} @{r['width']} ({r['edge']})"
+                          for r in bounds.iter_rows(named=True))
+        parts.append(f'<p class="note">Optima on the grid\'s edge are bounds, not values — extend the LR grid: '
+                     f"{_html.escape(where)}.</p>")
+    return "".join(parts)
+
+
+def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_checks: Iterable[str | Path] = (),
+                 progress: Callable[[str], None] | None = None) -> Report:
+    """Analyse the sweep and write tables, figures and index.html to `out` (default SWEEP_DIR/report)."""
+    say = progress or (lambda _msg: None)
+    sweep_dir = Path(sweep_dir)
+    out = Path(out) if out is not None else sweep_dir / "report"
+    checks = [coord.load(p) for p in [*coord_checks, *find_coord_checks(sweep_dir)]]  # bad input fails first
+    a = analyze(sweep_dir, progress=say)
+    files = write_tables(a, out)
+    say("figures: loss vs LR, shifted loss, optimum vs width")
+    figures = plots.all_figures(a, out)
+    files += figures
+    pngs = {p.stem: p for p in figures if p.suffix == ".png"}
+    sections = [("Status", _status(a))]
+    if not a.transfer.is_empty():
+        sections.append(("Transfer", "<p>spread_octaves: max − min of log2(best LR) over widths (0 = perfect "
+                                     "transfer); slope: of log2(best LR) against log2(width); max_loss_lost: the "
+                                     "worst loss paid at any width for using the base width's best LR.</p>"
+                         + html.table(a.transfer)))
+        shown = a.optima.select([c for c in OPTIMA_SHOWN if c in a.optima.columns])
+        sections.append(("Optimum per width", html.table(shown, row_class="bound")
+                         + "<p>Highlighted rows are bounds (optimum on the grid's edge). All columns: optima.csv."
+                           "</p>"))
+        captions = {"loss_vs_lr": "Loss against learning rate, one line per width; ★ optimum, ◀/▶ a bound, "
+                                  "✕ diverged; error bars: standard error across seeds.",
+                    "shifted_loss": "Shifted loss (loss minus the best loss at that width), as in the GDN-µP paper.",
+                    "optimum_vs_width": "Optimal learning rate against width: flat lines transfer."}
+        sections.append(("Figures", "".join(html.image(pngs[k], c) for k, c in captions.items() if k in pngs)))
+    for i, check in enumerate(checks):
+        say(f"coordinate check {check.path}")
+        name = f"coord_check_{i}"
+        figs = coord.figure(check, out, name)
+        files += figs
+        shown = check.slopes.filter(pl.col("ok").is_not_null()).with_columns((~pl.col("ok")).alias("bad"))
+        sections.append((f"Coordinate check: {check.path.name}",
+                         html.image(figs[0], f"Probe sizes against width ({check.path})")
+                         + html.table(shown, row_class="bad")))
+    title = f"deltamup report — {a.sweep.spec.get('name', sweep_dir.name)}"
+    page = out / "index.html"
+    page.write_text(html.page(title, sections, a.sweep.spec))
+    return Report(out, page, a, [*files, page])
