@@ -54,16 +54,20 @@ def run_report(args: argparse.Namespace) -> int:
     rows = [{k: _fmt(v) for k, v in r.items()} for r in a.optima.select(
         "parametrization", "optimizer", "width", "best_lr", "best_loss", "best_loss_se", "bound", "loss_lost")
         .iter_rows(named=True)]
-    print_table(rows)
-    print()
-    print_table([{k: _fmt(v) for k, v in r.items()} for r in a.transfer.iter_rows(named=True)])
+    if rows:
+        print_table(rows)
+        print()
+        print_table([{k: _fmt(v) for k, v in r.items()} for r in a.transfer.iter_rows(named=True)])
+        print()
+    else:
+        print("no finished trials yet")
     if not a.missing.is_empty():
-        print(f"\nincomplete: {len(a.missing)} of {a.grid_size} grid trials have no result yet "
+        print(f"incomplete: {len(a.missing)} of {a.grid_size} grid trials have no result yet "
               f"(listed in {report.out}/missing.csv)")
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")
-    print(f"\nreport: {report.page}")
+    print(f"report: {report.page}")
     return 0
 
 

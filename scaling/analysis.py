@@ -1,6 +1,7 @@
 """Find the optimal learning rate of a sweep per (parametrization, optimizer, width) and measure how well it transfers.
 
-A sweep directory holds spec.yaml, trials.parquet (one row per trial) and curves.parquet (losses over steps).
+A sweep directory holds spec.yaml, trials.parquet (one row per trial), curves.parquet (losses over steps) and,
+while the sweep engine writes it, results/ (one row per finished trial: read first, see sweeps/store.py).
 
 Loss of a trial: `val_loss` when every finished, non-diverged trial of the sweep has one, else `smoothed_loss`;
 diverged trials (diverged flag, status "diverged" or a non-finite loss) count as +inf; trials that failed for
@@ -14,7 +15,7 @@ optima — one row per (parametrization, optimizer, width):
     metric            the loss column used ("val_loss" or "smoothed_loss")
     best_lr           refined optimum: vertex of the parabola in log2(LR) through the grid argmin and its two
                       neighbours (= best_lr_grid where no parabola fits); null when every LR diverged
-    best_lr_grid      the grid LR with the lowest seed-mean loss
+    best_lr_grid      the measured LR with the lowest seed-mean loss (grid LRs and any an Optuna phase added)
     log2_best_lr      log2(best_lr)
     best_loss         loss at the refined optimum (parabola value; the grid minimum where not refined)
     best_loss_grid    the lowest seed-mean loss on the grid
@@ -48,6 +49,8 @@ import numpy as np
 import polars as pl
 import yaml
 
+from sweeps import store
+
 KEYS = ["parametrization", "optimizer", "width"]
 GRID_KEYS = [*KEYS, "lr", "seed"]
 ROUND = 9  # transfer metrics are rounded to 1e-9 octaves: below that the difference is float noise
@@ -65,7 +68,8 @@ class Sweep:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep directory; ValueError naming what is missing when it is not one."""
+    """Read a sweep directory; ValueError naming what is missing when it is not one. Trials come from the engine's
+    results/ (one JSON row per finished trial, so a running sweep's report is current), else trials.parquet."""
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"sweep directory {path} does not exist")
@@ -75,11 +79,15 @@ def load_sweep(path: str | Path) -> Sweep:
     spec = yaml.safe_load(spec_file.read_text()) or {}
     if not isinstance(spec, dict):
         raise ValueError(f"{spec_file} is not a mapping")
-    if trials_file.is_file():
+    records = store.read_records(path)  # results/: the engine's source of truth, current while a sweep runs
+    if records:
+        trials = pl.from_arrow(store.rows_table(records, store.ID_COLUMNS))
+    elif trials_file.is_file():
         trials = pl.read_parquet(trials_file)
     else:
         trials = pl.DataFrame(schema={"trial_id": pl.String, "parametrization": pl.String, "optimizer": pl.String,
-                                      "width": pl.Int64, "lr": pl.Float64, "seed": pl.Int64})
+                                      "width": pl.Int64, "lr": pl.Float64, "seed": pl.Int64, "status": pl.String,
+                                      "diverged": pl.Boolean, "smoothed_loss": pl.Float64, "val_loss": pl.Float64})
     missing = [c for c in GRID_KEYS if c not in trials.columns]
     if missing:
         raise ValueError(f"{trials_file} lacks the columns {', '.join(missing)}")

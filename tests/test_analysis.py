@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from scaling import analysis
+from sweeps import store
 
 WIDTHS = [256, 512, 1024, 2048]
 LOG2_LRS = list(range(-12, -3))  # 2^-12 … 2^-4
@@ -201,6 +202,26 @@ def test_tables_are_written(tmp_path: Path, result: analysis.Analysis) -> None:
     assert {p.name for p in written} == {"optima.csv", "optima.parquet", "transfer.csv", "transfer.parquet",
                                          "lr_curves.csv", "missing.csv"}
     assert pl.read_parquet(tmp_path / "out" / "optima.parquet").equals(result.optima)
+
+
+def test_a_running_sweep_is_read_from_its_results(tmp_path: Path) -> None:
+    """The engine writes results/<trial>.json as trials finish and trials.parquet only at the end."""
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
+    done = synthetic_trials().filter(pl.col("width") == 256)
+    curve = {"trial_id": [], "step": [], "tokens": [], "train_loss": [], "lr": []}
+    for record in done.to_dicts():
+        store.write_trial(tmp_path, record, curve)
+    result = analysis.analyze(tmp_path)
+    assert result.optima["width"].to_list() == [256, 256]
+    assert len(result.missing) == result.grid_size - len(done)
+    assert row(result.optima, parametrization="mup", width=256)["log2_best_lr"] == pytest.approx(-7.3)
+
+
+def test_a_sweep_without_trials_yet(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
+    result = analysis.analyze(tmp_path)
+    assert result.optima.is_empty() and result.transfer.is_empty()
+    assert len(result.missing) == result.grid_size == 2 * 4 * 9 * 3
 
 
 def test_not_a_sweep_directory(tmp_path: Path) -> None:
