@@ -5,6 +5,20 @@
     val = task.val_batches(batch_size=8, seq_len=64, count=4, seed=0) # a fixed list
 
 inputs, targets: [B, T] int64; a target of -100 is not supervised.
+
+The task protocol
+    name: str, vocab_size: int       inputs and targets share one vocabulary of vocab_size ids; build the model
+                                     with ModelConfig(vocab_size=task.vocab_size)
+    train_batches(batch_size, seq_len, seed) -> Iterator[Batch]    endless, deterministic given the seed
+    val_batches(batch_size, seq_len, count, seed) -> list[Batch]   held out from training, deterministic
+    evaluate(model, device, seed=0) -> dict[str, float]            optional: the task's own metrics (flat, scalar,
+                                     e.g. acc@128, seq_acc@512, scaled_acc_test_len), for trials.parquet; callers
+                                     check hasattr(task, "evaluate")
+
+Registered: sample (the embedded text), corpus (scaling.data.corpus: the offline default corpus, users' text,
+parquet or token files), and from scaling.tasks s3, s4, a5, s5, zn, parity, mod_arithmetic,
+mod_arithmetic_brackets. For seq_len, group words use it as the word length; formal languages as the padded
+width (it must exceed the longest training expression, 40 by default).
 """
 from __future__ import annotations
 
@@ -67,3 +81,7 @@ class SampleText:
 
         it = sample_batches(batch_size, seq_len, seed + 1_000_003, split=("val", self.val_fraction))
         return [next(it) for _ in range(count)]
+
+
+from . import corpus  # noqa: E402,F401  (registers corpus)
+from scaling import tasks as _tasks  # noqa: E402,F401  (registers s3, s4, a5, s5, zn, parity, …)

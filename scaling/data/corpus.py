@@ -1,0 +1,121 @@
+"""The "corpus" task: language modelling on a token file, memory-mapped.
+
+    task: corpus                                   the default corpus (bytes), built into the cache on first use
+    task: {name: corpus, tokenizer: bpe, vocab_size: 8192}            … with a BPE trained on it
+    task: {name: corpus, path: data/owt}            a prepared directory (manifest.json + tokens.bin), or a
+                                                    nanoGPT directory (train.bin + val.bin, uint16 unless dtype)
+    task: {name: corpus, path: tokens.bin, dtype: uint32, vocab_size: 100277}      a raw token file
+    task: {name: corpus, path: "books/*.txt"}       text files or *.parquet (text_column): prepared into the cache
+
+The cache is $DELTAMUP_DATA or ~/.cache/deltamup/data; a cached build is keyed by what it was built from.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+from . import Batch, register_task
+from .inputs import default_corpus, expand, user_inputs
+from .prepare import MANIFEST, TOKENS, prepare, read_manifest
+from .sources import DEFAULT_SOURCES, find_source
+from .tokens import Split, holdout, open_tokens
+
+VAL_SEED_OFFSET = 1_000_003
+TEXT_SUFFIXES = (".txt", ".md", ".rst", ".parquet")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DELTAMUP_DATA") or Path.home() / ".cache" / "deltamup" / "data")
+
+
+def build_key(what: dict) -> str:
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def default_corpus_dir(tokenizer: str = "bytes", vocab_size: int = 8192,
+                       sources: tuple[str, ...] = DEFAULT_SOURCES, max_files: int | None = None) -> Path:
+    """Where the default corpus with these options lives in the cache (keyed by the sources' versions)."""
+    versions = [(s, find_source(s).version) for s in sources]
+    bpe = f"-{vocab_size}" if tokenizer == "bpe" else ""
+    key = build_key({"sources": versions, "tokenizer": tokenizer, "vocab": vocab_size, "max_files": max_files})
+    return cache_root() / f"default-{tokenizer}{bpe}-{key}"
+
+
+def ensure_prepared(directory: Path, build) -> Path:
+    """The directory, built by build(directory) first if it holds no manifest (another process may race: both build
+    into private temporary directories and the later rename replaces the earlier, identical result)."""
+    if not (directory / MANIFEST).exists():
+        build(directory)
+    return directory
+
+
+@register_task("corpus")
+class Corpus:
+    """Options as in the module docstring. vocab_size: the BPE size when building one (default 8192), the
+    vocabulary of a raw token file (default: its largest id + 1); the attribute is the data's actual vocabulary."""
+
+    name = "corpus"
+
+    def __init__(self, path: str | None = None, tokenizer: str = "bytes", vocab_size: int | None = None,
+                 dtype: str = "uint16", text_column: str = "text", val_fraction: float = 0.01) -> None:
+        if tokenizer not in ("bytes", "bpe"):
+            raise ValueError(f"tokenizer must be bytes or bpe, got {tokenizer!r}")
+        if not 0 < val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        if path is not None and not any(ch in path for ch in "*?[") and not Path(path).exists():
+            raise ValueError(f"corpus path {path} does not exist")
+        self.path, self.tokenizer, self.requested_vocab = path, tokenizer, vocab_size
+        self.dtype, self.text_column, self.val_fraction = dtype, text_column, val_fraction
+
+    @cached_property
+    def splits(self) -> tuple[Split, Split, int]:
+        """(train, val, vocab_size), opening (and if needed building) the data on first use."""
+        return open_splits(self.resolve(), self.dtype, self.requested_vocab, self.val_fraction)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.splits[2]
+
+    def resolve(self) -> Path:
+        """The prepared directory or token file this task reads, building it into the cache if needed."""
+        bpe_size = self.requested_vocab or 8192
+        if self.path is None:
+            out = default_corpus_dir(self.tokenizer, bpe_size)
+            return ensure_prepared(out, lambda d: prepare(default_corpus(), d, self.tokenizer, bpe_size))
+        path = Path(self.path)
+        if path.is_dir() or (path.is_file() and path.suffix not in TEXT_SUFFIXES):
+            return path
+        patterns = [self.path]
+        files = [(p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in expand(patterns)]
+        out = cache_root() / f"user-{build_key({'files': files, 'tokenizer': self.tokenizer, 'vocab': bpe_size})}"
+        return ensure_prepared(out, lambda d: prepare(user_inputs(patterns, self.text_column), d, self.tokenizer,
+                                                       bpe_size))
+
+    def train_batches(self, batch_size: int, seq_len: int, seed: int) -> Iterator[Batch]:
+        return self.splits[0].batches(batch_size, seq_len, seed)
+
+    def val_batches(self, batch_size: int, seq_len: int, count: int, seed: int) -> list[Batch]:
+        it = self.splits[1].batches(batch_size, seq_len, seed + VAL_SEED_OFFSET)
+        return [next(it) for _ in range(count)]
+
+
+def open_splits(path: Path, dtype: str, vocab_size: int | None, val_fraction: float) -> tuple[Split, Split, int]:
+    """(train, val, vocab) of a prepared directory, a nanoGPT directory or a raw token file."""
+    if path.is_dir() and (path / MANIFEST).exists():
+        manifest = read_manifest(path)
+        tokens = open_tokens(path / TOKENS, manifest["dtype"])
+        train, val = holdout(len(tokens), val_fraction)
+        return Split(tokens, train), Split(tokens, val), manifest["tokenizer"]["vocab_size"]
+    if path.is_dir():
+        if not (path / "train.bin").exists() or not (path / "val.bin").exists():
+            raise ValueError(f"{path} holds neither {MANIFEST} nor train.bin + val.bin")
+        train_t, val_t = open_tokens(path / "train.bin", dtype), open_tokens(path / "val.bin", dtype)
+        vocab = vocab_size or int(max(train_t.max(), val_t.max())) + 1
+        return Split(train_t, [(0, len(train_t))]), Split(val_t, [(0, len(val_t))]), vocab
+    tokens = open_tokens(path, dtype)
+    train, val = holdout(len(tokens), val_fraction)
+    return Split(tokens, train), Split(tokens, val), vocab_size or int(tokens.max()) + 1
