@@ -248,8 +248,8 @@ def transfer(optimum: pl.DataFrame) -> pl.DataFrame:
         x, y = np.log2(g["width"].to_numpy().astype(float)), g["log2_best_lr"].to_numpy()
         lost = g["loss_lost"].drop_nulls()
         rows.append(dict(parametrization=p, optimizer=o, widths=len(g), n_bound=int(g["bound"].sum()),
-                         spread_octaves=round(float(y.max() - y.min()), ROUND),
-                         slope=round(float(np.polyfit(x, y, 1)[0]), ROUND) if len(g) >= 2 else None,
+                         spread_octaves=round(float(y.max() - y.min()), ROUND) + 0.0,  # + 0.0: no −0
+                         slope=round(float(np.polyfit(x, y, 1)[0]), ROUND) + 0.0 if len(g) >= 2 else None,
                          max_loss_lost=float(lost.max()) if len(lost) else None,
                          base_width=int(g["base_width"][0]), base_lr_grid=float(g["base_lr_grid"][0])))
     return pl.DataFrame(rows, schema={"parametrization": pl.String, "optimizer": pl.String, "widths": pl.Int64,
