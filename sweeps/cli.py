@@ -1,0 +1,35 @@
+"""`deltamup sweep SPEC`: a learning-rate sweep across widths on Ray Tune (see sweeps/spec.py for the format)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import spec as specs
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="learning-rate sweep across widths on Ray Tune (resumable)")
+    p.add_argument("spec", help="sweep spec (YAML), or a sweep directory (its spec.yaml) to resume")
+    p.add_argument("--out", help="sweep directory (default runs/sweeps/<spec name>)")
+    p.add_argument("--resume", action="store_true", help="finish the trials DIR has no finished result for")
+    p.add_argument("--address", help="join this Ray cluster (e.g. auto, or host:port) instead of a local one")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
+    p.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress lines")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.spec)
+    if path.is_dir():  # `deltamup sweep DIR --resume`
+        spec = specs.load(path / "spec.yaml")
+        out = Path(args.out or path)
+    else:
+        spec = specs.load(path)
+        out = Path(args.out or Path("runs/sweeps") / spec.name)
+    if args.num_cpus is not None and args.num_cpus < 1:
+        raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
+    from .runner import run_sweep
+
+    run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
+              progress_every=args.progress_every)
+    return 0

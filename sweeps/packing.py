@@ -1,0 +1,72 @@
+"""GPU packing: how much of a GPU one trial asks Ray for, from the model's size and a memory estimate.
+
+Ray's fractional GPUs are bookkeeping only (co-located trials share the memory for real), so "auto" asks for the
+memory a trial needs, rounded up to 1/2^k of a GPU, and a whole GPU for large models, where sharing buys nothing.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from models import DeltaLM, ModelConfig
+
+from .spec import ResourceSpec, SweepSpec
+
+DEFAULT_GPU_MEMORY_GB = 80.0
+CUDA_OVERHEAD_BYTES = 1.5e9        # CUDA context, allocator slack, kernels' workspaces
+ACTIVATION_BYTES_PER_WIDTH = 270   # bytes autograd saves per token, layer and unit of width: measured on the CPU
+                                   # (fp32, torch chunk kernel; 260–290 at widths 128–512); bf16 on GPUs saves less
+OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 4}  # fp32 moments per parameter
+
+
+def parameter_count(config: ModelConfig) -> int:
+    """Parameters of the model at config.width, counted on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = DeltaLM(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int) -> float:
+    """Estimated peak GPU memory of one training trial: weights, grads, optimizer state, activations, logits."""
+    params = parameter_count(config)
+    states = params * (4 + 4 + OPTIMIZER_STATE_BYTES[optimizer])
+    tokens = batch_size * seq_len * config.householder
+    activations = tokens * config.depth * config.width * ACTIVATION_BYTES_PER_WIDTH
+    logits = batch_size * seq_len * config.vocab_size * 10  # bf16 logits, fp32 copy and its gradient
+    return CUDA_OVERHEAD_BYTES + states + activations + logits
+
+
+def gpu_fraction(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int, resources: ResourceSpec,
+                 gpu_memory_bytes: float) -> float:
+    """The GPU share "auto" asks for: the memory estimate (with 10% headroom) as a fraction of one GPU, rounded
+    up to 1/2^k and at least resources.min_gpu_fraction; 1 for models of resources.whole_gpu_params or more."""
+    if parameter_count(config) >= resources.whole_gpu_params:
+        return 1.0
+    need = 1.1 * trial_memory_bytes(config, optimizer, batch_size, seq_len) / gpu_memory_bytes
+    if need > 1:
+        return float(math.ceil(need))
+    rounded = 2.0 ** math.ceil(math.log2(need))
+    return min(1.0, max(resources.min_gpu_fraction, rounded))
+
+
+def trial_gpus(spec: SweepSpec, width: int, optimizer: str, cluster_gpus: float, gpu_memory_bytes: float) -> float:
+    """GPUs one trial at `width` asks for: the spec's number or per-width mapping, or "auto" (0 without GPUs)."""
+    gpu = spec.resources.gpu
+    if isinstance(gpu, dict):
+        return float(gpu[width])
+    if gpu != "auto":
+        return float(gpu)
+    if cluster_gpus <= 0:
+        return 0.0
+    return gpu_fraction(spec.model_config(width), optimizer, spec.batch_size, spec.seq_len, spec.resources,
+                        gpu_memory_bytes)
+
+
+def gpu_memory_bytes(resources: ResourceSpec) -> float:
+    """Memory of one GPU: the spec's gpu_memory_gb, else what the driver's first GPU has, else 80 GB."""
+    if resources.gpu_memory_gb is not None:
+        return resources.gpu_memory_gb * 1e9
+    if torch.cuda.is_available():
+        return float(torch.cuda.get_device_properties(0).total_memory)
+    return DEFAULT_GPU_MEMORY_GB * 1e9

@@ -1,0 +1,124 @@
+"""What a running sweep prints: one line per width (done / running / diverged / errors, ETA) instead of Ray's
+tables, and a summary per (parametrization, optimizer, width) at the end."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from scaling.commands.common import print_table
+
+from . import store
+
+
+def duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress(Callback):
+    """Tune callback: counts trials per width and prints the block every `every` seconds and at the end;
+    ETA per width = remaining trials × its mean trial time / its running trials."""
+
+    def __init__(self, widths: list[int], every: float = 10.0) -> None:
+        self.every = every  # (no stream attribute: the Tuner pickles its callbacks)
+        self.total = Counter(widths)
+        self.done: dict[int, Counter] = defaultdict(Counter)
+        self.running: dict[str, tuple[int, float]] = {}  # trial id → (width, start time)
+        self.seconds: dict[int, list[float]] = defaultdict(list)
+        self.start = self.last_print = time.time()
+
+    @staticmethod
+    def _width(trial: Any) -> int:
+        return trial.config["trial"]["point"]["width"]
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.running[trial.trial_id] = (self._width(trial), time.time())
+
+    def _finish(self, trial: Any, status: str) -> None:
+        width, began = self.running.pop(trial.trial_id, (self._width(trial), time.time()))
+        self.done[width][status] += 1
+        self.seconds[width].append(time.time() - began)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._finish(trial, (trial.last_result or {}).get("status", "ok"))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._finish(trial, "error")
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if time.time() - self.last_print >= self.every:
+            self.print(time.time())
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.print(time.time())
+
+    def print(self, now: float) -> None:
+        self.last_print = now
+        done = sum(sum(c.values()) for c in self.done.values())
+        lines = [f"[{duration(now - self.start):>6}] {done}/{sum(self.total.values())} trials done, "
+                 f"{len(self.running)} running"]
+        for width in sorted(self.total):
+            counts = self.done[width]
+            running = sum(1 for w, _ in self.running.values() if w == width)
+            remaining = self.total[width] - sum(counts.values())
+            mean = statistics.fmean(self.seconds[width]) if self.seconds[width] else math.inf
+            eta = 0.0 if remaining == 0 else remaining * mean / max(1, running)
+            lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done "
+                         f"({counts['diverged']} diverged, {counts['error']} errors), {running} running, "
+                         f"ETA {duration(eta)}")
+        print("\n".join(lines), flush=True)
+
+
+def best_lr(records: list[dict[str, Any]]) -> tuple[float | None, float]:
+    """(LR with the lowest seed-mean smoothed loss, that loss); diverged and errored trials count as inf."""
+    by_lr: dict[float, list[float]] = defaultdict(list)
+    for r in records:
+        by_lr[r["lr"]].append(r.get("smoothed_loss", math.inf) if r["status"] == "ok" else math.inf)
+    if not by_lr:
+        return None, math.inf
+    lr = min(by_lr, key=lambda k: statistics.fmean(by_lr[k]))
+    return lr, statistics.fmean(by_lr[lr])
+
+
+def run_last_finish(run: dict[str, Any], records: list[dict[str, Any]]) -> float:
+    """When a killed run (no end line) last finished a trial."""
+    return max((r["finished_at"] for r in records if r.get("run") == run["run"] and "finished_at" in r),
+               default=run["started_at"])
+
+
+def print_summary(out: Path) -> None:
+    """The sweep so far: totals, wall time, throughput, GPU busy share, and per group the best LR."""
+    records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
+    status = Counter(r["status"] for r in records)
+    wall = sum(run.get("wall_seconds", run_last_finish(run, records) - run["started_at"]) for run in runs)
+    tokens = sum(r.get("tokens") or 0 for r in records)
+    gpu = (f", GPU busy {statistics.fmean(u for _, _, u, _ in samples):.0f}% ({len(samples)} samples)"
+           if samples else "")
+    print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
+          f"{status['error']} errors) in {len(runs)} run(s), wall {duration(wall)}, {tokens:,} tokens, "
+          f"{tokens / wall if wall else 0:,.0f} tokens/s overall{gpu}")
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[(r["parametrization"], r["optimizer"], r["width"])].append(r)
+    rows = []
+    for (parametrization, optimizer, width), group in sorted(groups.items()):
+        lr, loss = best_lr(group)
+        speeds = [r["tokens_per_s"] for r in group if r.get("tokens_per_s")]
+        utils = [u for r in group if (u := store.trial_gpu_util(r, samples)) is not None]
+        counts = Counter(r["status"] for r in group)
+        rows.append({"parametrization": parametrization, "optimizer": optimizer, "width": width,
+                     "trials": len(group), "diverged": counts["diverged"], "errors": counts["error"],
+                     "best_lr": f"{lr:.3g}" if lr is not None and math.isfinite(loss) else "-",
+                     "smoothed_loss": f"{loss:.4f}" if math.isfinite(loss) else "inf",
+                     "tokens/s/trial": f"{statistics.fmean(speeds):,.0f}" if speeds else "-",
+                     "gpu_util%": f"{statistics.fmean(utils):.0f}" if utils else "-"})
+    print_table(rows)

@@ -1,0 +1,177 @@
+"""Runs a sweep on Ray Tune: the grid's missing trials (and Optuna's, with `search: optuna`), GPU-packed, with a
+compact progress view; the sweep directory (sweeps.store) is the source of truth, so --resume after a kill runs
+exactly the trials without a finished row.
+
+    run_sweep(spec, out, address=None, resume=False)   # local Ray by default (loopback, token auth on)
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import store
+from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
+
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
+           "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
+RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent")
+
+
+def configure_ray_env(local: bool) -> None:
+    """Ray's environment; must run before `import ray` (Ray reads it at import)."""
+    for key, value in {**RAY_ENV, **(LOCAL_RAY_ENV if local else {})}.items():
+        os.environ.setdefault(key, value)
+
+
+def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
+    """Checks DIR before any work (ValueError: one line) and writes the spec as run. Without --resume the
+    directory must not hold results; with it, only grid axes, resources and failure/search settings may change."""
+    from scaling.commands.common import writable_dir
+
+    stored = store.read_spec(out)
+    if stored is not None and not resume:
+        raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
+    if stored is not None:
+        before, now = parse(stored).to_dict(), spec.to_dict()
+        for key in now:
+            if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
+                raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "
+                                 f"{now[key]!r}): results would not be comparable; use another --out")
+    writable_dir(str(out))
+    store.write_spec(out, spec.to_dict())
+
+
+@contextmanager
+def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
+    """Ray as it is when already initialised (tests); else joins `address` or starts a local instance."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resume: bool = False,
+              num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
+    """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
+    (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
+    out = Path(out)
+    prepare_dir(spec, out, resume)
+    configure_ray_env(local=address is None)
+    from .gpu_monitor import GpuMonitor
+    from .progress import print_summary
+
+    run = len(store.read_runs(out)) + 1
+    started = time.time()
+    store.append_run(out, {"run": run, "started_at": started, "address": address})
+    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
+    launched = 0
+    if todo or spec.search == "optuna":
+        with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
+            launched += run_grid(spec, out, todo, run, progress_every)
+            if spec.search == "optuna":
+                from .search import run_optuna
+
+                launched += run_optuna(spec, out, run, progress_every)
+    line = {"run": run, "started_at": started, "finished_at": time.time(), "wall_seconds": time.time() - started,
+            "launched": launched, "address": address}
+    store.append_run(out, line)
+    store.consolidate(out)
+    print_summary(out)
+    return line
+
+
+def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float) -> int:
+    """Runs `points` as one Tuner over a grid of trial configs; returns how many were launched."""
+    from ray import tune
+
+    from .trial import trial_config
+
+    if not points:
+        return 0
+    configs = sorted((trial_config(spec, p, out, run) for p in points), key=trial_cost(spec), reverse=True)
+    tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs)},
+                       tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-grid",
+                                                                           [c["point"]["width"] for c in configs],
+                                                                           progress_every))
+    record_ray_errors(out, tuner.fit())
+    return len(configs)
+
+
+def trial_cost(spec: SweepSpec) -> Any:
+    """Sort key: parameters × micro-steps, so the longest trials start first (tighter packing)."""
+    from .packing import parameter_count
+
+    sizes = {w: parameter_count(spec.model_config(w)) for w in spec.widths}
+    return lambda config: sizes[config["point"]["width"]] * config["model"]["householder"]
+
+
+def trainable(spec: SweepSpec) -> Any:
+    """run_trial with per-trial resources: spec.resources.cpu CPUs and the GPU share packing chooses."""
+    import ray
+    from ray import tune
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+
+    from .packing import gpu_memory_bytes, trial_gpus
+    from .trial import run_trial
+
+    cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
+    memory = gpu_memory_bytes(spec.resources)
+    gpus = {(w, o): trial_gpus(spec, w, o, cluster_gpus, memory) for w in spec.widths for o in spec.optimizers}
+
+    def resources(config: dict) -> PlacementGroupFactory:
+        point = config["trial"]["point"]
+        bundle = {"CPU": spec.resources.cpu, "GPU": gpus[(point["width"], point["optimizer"])]}
+        return PlacementGroupFactory([{k: v for k, v in bundle.items() if v}])
+
+    return tune.with_resources(run_trial, resources)
+
+
+def tune_config(spec: SweepSpec, **kwargs: Any) -> Any:
+    from ray import tune
+
+    def name(trial: Any) -> str:
+        return trial.config["trial"]["trial_id"]
+
+    return tune.TuneConfig(max_concurrent_trials=spec.max_concurrent, trial_name_creator=name,
+                           trial_dirname_creator=name, reuse_actors=True, **kwargs)
+
+
+def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progress_every: float) -> Any:
+    """widths: one entry per trial to run (the progress view's totals)."""
+    from ray import tune
+
+    from ray.tune.logger import JsonLoggerCallback
+
+    from .progress import Progress
+
+    return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0,
+                          failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
+                          callbacks=[Progress(widths, progress_every), JsonLoggerCallback()])
+
+
+def record_ray_errors(out: Path, results: Any) -> None:
+    """Trials Ray itself gave up on (worker crash, lost node, out of memory) get an error row."""
+    from .trial import base_record
+
+    for result in results:
+        cfg = result.config["trial"] if result.config else None
+        if result.error is None or cfg is None or store.read_record(store.record_path(out, cfg["trial_id"])):
+            continue
+        text = str(result.error).strip().splitlines()
+        record = base_record(cfg) | {"status": "error", "diverged": False, "error": text[-1] if text else "error"}
+        store.write_trial(out, record, {c: [] for c in store.CURVE_COLUMNS})

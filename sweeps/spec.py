@@ -1,0 +1,333 @@
+"""The sweep spec: a YAML file, parsed and checked field by field before anything starts.
+
+    name: quickstart
+    model: {kind: gdn, depth: 1, heads: 2, base_width: 32}     # any ModelConfig field but width
+    task: sample                                               # or {name: sample, ...}: scaling.data.get_task
+    widths: [32, 64]
+    lrs: {log_range: [1.0e-3, 3.0e-2], num: 4}                 # or a list
+    parametrizations: [sp, gdn-mup]
+    optimizers: [adamw]
+    seeds: [0]
+    steps: 60
+    batch_size: 8
+    seq_len: 64
+    warmup_steps: 6                                            # and any other TrainConfig field but lr/optimizer/seed
+    eval: {batches: 4}
+    resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
+    failure: {retries: 1}
+    search: grid                                               # or optuna (see `optuna:`)
+
+A malformed field raises SpecError (a ValueError) naming it: "spec field 'lrs[1]': must be positive, got -0.1".
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import parametrizations
+from models import ModelConfig
+from scaling.train import TrainConfig
+
+TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
+              "nesterov", "bf16", "log_every")
+GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
+SEARCHES = ("grid", "optuna")
+
+
+class SpecError(ValueError):
+    """A spec field is missing, unknown, mistyped or out of range."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"spec field '{path}': {problem}")
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    batches: int = 8                 # validation batches, the same for every trial (drawn with seed 0)
+    batch_size: int | None = None    # default: the training batch size
+    smooth_last: float = 0.2         # smoothed_loss: EWM of the train loss over this last fraction of the steps
+    smooth_span: int = 20            # EWM span, steps
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    cpu: float = 1.0                          # CPUs per trial (= its torch threads)
+    gpu: float | str | dict = "auto"          # GPU fraction per trial, "auto" (from a memory estimate), {width: f}
+    gpu_memory_gb: float | None = None        # for "auto" when the driver sees no GPU itself (default 80)
+    whole_gpu_params: float = 1.0e8           # "auto": models with at least this many parameters get a whole GPU
+    min_gpu_fraction: float = 0.125           # "auto": at most 1/min_gpu_fraction trials share a GPU
+
+
+@dataclass(frozen=True)
+class FailureSpec:
+    retries: int = 1                 # a trial that raises is run again this many times, then recorded as error
+
+
+@dataclass(frozen=True)
+class OptunaSpec:
+    trials: int = 6                  # Optuna trials per (parametrization, optimizer, width), after the grid
+    octaves: float = 1.0             # search log2(lr) within ± octaves of that width's best grid LR
+    sampler: str = "tpe"             # tpe | random
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One trial's coordinates in the sweep."""
+
+    parametrization: str
+    optimizer: str
+    width: int
+    lr: float
+    seed: int
+
+    @property
+    def key(self) -> str:
+        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0"."""
+        return f"{self.parametrization}.{self.optimizer}.w{self.width}.lr{self.lr:.6g}.s{self.seed}"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    widths: tuple[int, ...]
+    lrs: tuple[float, ...]
+    steps: int
+    model: dict = field(default_factory=lambda: {"kind": "gdn"})
+    task: str | dict = "sample"
+    parametrizations: tuple[str, ...] = ("gdn-mup",)
+    optimizers: tuple[str, ...] = ("adamw",)
+    seeds: tuple[int, ...] = (0,)
+    batch_size: int = 8
+    seq_len: int = 64
+    train: dict = field(default_factory=dict)     # TRAIN_KEYS given in the spec (flat in the YAML)
+    eval: EvalSpec = EvalSpec()
+    resources: ResourceSpec = ResourceSpec()
+    failure: FailureSpec = FailureSpec()
+    search: str = "grid"
+    optuna: OptunaSpec = OptunaSpec()
+    compile: bool = False            # torch.compile the model in each trial
+    max_concurrent: int | None = None
+
+    def model_config(self, width: int) -> ModelConfig:
+        return ModelConfig(**{**self.model, "width": width})
+
+    def train_config(self, point: TrialPoint) -> TrainConfig:
+        return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **self.train)
+
+    def grid(self) -> list[TrialPoint]:
+        return [TrialPoint(p, o, w, lr, s) for p in self.parametrizations for o in self.optimizers
+                for w in self.widths for lr in self.lrs for s in self.seeds]
+
+    def to_dict(self) -> dict:
+        """The spec as plain data (YAML-writable), train keys flat as in the file."""
+        data = dataclasses.asdict(self)
+        data.update(data.pop("train"))
+        return json.loads(json.dumps(data))  # tuples → lists
+
+
+def load(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read spec {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"spec {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise SpecError("<top>", f"expected a mapping of fields, got {type(raw).__name__}")
+    return parse({"name": path.stem, **raw})
+
+
+def parse(raw: dict[str, Any]) -> SweepSpec:
+    """A checked SweepSpec from plain data (a parsed YAML file)."""
+    known = {f.name for f in dataclasses.fields(SweepSpec)} - {"train"} | set(TRAIN_KEYS)
+    for key in raw:
+        if key not in known:
+            raise SpecError(str(key), f"unknown key (known: {', '.join(sorted(known))})")
+    hints, train_hints = typing.get_type_hints(SweepSpec), typing.get_type_hints(TrainConfig)
+    values: dict[str, Any] = {"train": {}}
+    for key, value in raw.items():
+        if key in TRAIN_KEYS:
+            values["train"][key] = _typed(value, train_hints[key], key)
+        elif key in ("eval", "resources", "failure", "optuna"):
+            values[key] = _section(hints[key], value, key)
+        elif key == "lrs":
+            values[key] = _lrs(value)
+        elif key in ("model", "task"):
+            values[key] = value
+        else:
+            values[key] = _typed(value, hints[key], key)
+    for key in ("widths", "lrs", "steps"):
+        if key not in values:
+            raise SpecError(key, "required")
+    spec = SweepSpec(**values)
+    _check(spec)
+    return spec
+
+
+def _check(spec: SweepSpec) -> None:
+    for axis in GRID_AXES:
+        values = getattr(spec, axis)
+        if not values:
+            raise SpecError(axis, "must not be empty")
+        if len(set(values)) != len(values):
+            raise SpecError(axis, f"has duplicates: {list(values)}")
+    for i, width in enumerate(spec.widths):
+        if width < 1:
+            raise SpecError(f"widths[{i}]", f"must be positive, got {width}")
+    for i, name in enumerate(spec.parametrizations):
+        _named(f"parametrizations[{i}]", parametrizations.get, name)
+    for i, name in enumerate(spec.optimizers):
+        _named(f"optimizers[{i}]", parametrizations.check_optimizer, name)
+    for name, value in (("steps", spec.steps), ("batch_size", spec.batch_size), ("seq_len", spec.seq_len),
+                        ("eval.batches", spec.eval.batches), ("eval.smooth_span", spec.eval.smooth_span),
+                        ("optuna.trials", spec.optuna.trials)):
+        if value < 1:
+            raise SpecError(name, f"must be positive, got {value}")
+    if spec.failure.retries < 0:
+        raise SpecError("failure.retries", f"must not be negative, got {spec.failure.retries}")
+    if not 0 < spec.eval.smooth_last <= 1:
+        raise SpecError("eval.smooth_last", f"must be in (0, 1], got {spec.eval.smooth_last}")
+    if spec.search not in SEARCHES:
+        raise SpecError("search", f"unknown search {spec.search!r}; choose one of {', '.join(SEARCHES)}")
+    if spec.optuna.sampler not in ("tpe", "random"):
+        raise SpecError("optuna.sampler", f"unknown sampler {spec.optuna.sampler!r}; choose tpe or random")
+    _check_model(spec)
+    _check_train(spec)
+    _check_resources(spec.resources, spec.widths)
+    from scaling.data import get_task
+
+    _named("task", get_task, spec.task)
+
+
+def _check_model(spec: SweepSpec) -> None:
+    if not isinstance(spec.model, dict):
+        raise SpecError("model", f"expected a mapping of ModelConfig fields, got {type(spec.model).__name__}")
+    hints = typing.get_type_hints(ModelConfig)
+    for key, value in spec.model.items():
+        if key == "width" or key not in hints:
+            raise SpecError(f"model.{key}", "unknown key (widths come from 'widths'; known: "
+                            f"{', '.join(k for k in hints if k != 'width')})")
+        _typed(value, hints[key], f"model.{key}")
+    for width in spec.widths:
+        _named("model", spec.model_config, width)
+
+
+def _check_train(spec: SweepSpec) -> None:
+    for i, lr in enumerate(spec.lrs):
+        if not (math.isfinite(lr) and lr > 0):
+            raise SpecError(f"lrs[{i}]", f"must be positive, got {lr}")
+    if spec.train.get("weight_decay", 0.0) < 0:
+        raise SpecError("weight_decay", f"must not be negative, got {spec.train['weight_decay']}")
+    point = spec.grid()[0]
+    _named("<training>", spec.train_config, point)
+
+
+def _check_resources(resources: ResourceSpec, widths: tuple[int, ...]) -> None:
+    if resources.cpu <= 0:
+        raise SpecError("resources.cpu", f"must be positive, got {resources.cpu}")
+    gpu = resources.gpu
+    fractions = gpu.items() if isinstance(gpu, dict) else [] if gpu == "auto" else [(None, gpu)]
+    if isinstance(gpu, str) and gpu != "auto":
+        raise SpecError("resources.gpu", f"expected a number, 'auto' or {{width: fraction}}, got {gpu!r}")
+    for width, fraction in fractions:
+        where = "resources.gpu" if width is None else f"resources.gpu.{width}"
+        if width is not None and width not in widths:
+            raise SpecError(where, f"width {width} is not in widths {list(widths)}")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction:
+            raise SpecError(where, f"expected a GPU fraction ≥ 0, got {fraction!r}")
+        if fraction > 1 and fraction != int(fraction):
+            raise SpecError(where, f"above 1 a trial takes whole GPUs, got {fraction}")
+    if isinstance(gpu, dict) and set(gpu) != set(widths):
+        raise SpecError("resources.gpu", f"a per-width mapping needs every width: missing "
+                        f"{sorted(set(widths) - set(gpu))}")
+    if not 0 < resources.min_gpu_fraction <= 1:
+        raise SpecError("resources.min_gpu_fraction", f"must be in (0, 1], got {resources.min_gpu_fraction}")
+
+
+def _lrs(value: Any) -> tuple[float, ...]:
+    """A list of LRs, or {log_range: [lo, hi], num: n}: n LRs evenly spaced in log between lo and hi."""
+    if isinstance(value, dict):
+        for key in value:
+            if key not in ("log_range", "num"):
+                raise SpecError(f"lrs.{key}", "unknown key (known: log_range, num)")
+        if "log_range" not in value or "num" not in value:
+            raise SpecError("lrs", "a range needs both log_range: [lo, hi] and num: n")
+        lo, hi = _typed(value["log_range"], tuple[float, float], "lrs.log_range")
+        num = _typed(value["num"], int, "lrs.num")
+        if not (lo > 0 and hi >= lo and math.isfinite(hi)):
+            raise SpecError("lrs.log_range", f"needs 0 < lo ≤ hi, got [{lo}, {hi}]")
+        if num < 1 or (num == 1 and hi != lo):
+            raise SpecError("lrs.num", f"needs num ≥ 2 for a range (1 when lo = hi), got {num}")
+        if num == 1:
+            return (lo,)
+        step = math.log(hi / lo) / (num - 1)
+        return tuple(float(f"{lo * math.exp(i * step):.6g}") for i in range(num))
+    return _typed(value, tuple[float, ...], "lrs")
+
+
+def _section(cls: type, value: Any, path: str) -> Any:
+    if not isinstance(value, dict):
+        raise SpecError(path, f"expected a mapping, got {type(value).__name__}")
+    hints = typing.get_type_hints(cls)
+    for key in value:
+        if key not in hints:
+            raise SpecError(f"{path}.{key}", f"unknown key (known: {', '.join(hints)})")
+    return cls(**{key: _typed(v, hints[key], f"{path}.{key}") for key, v in value.items()})
+
+
+def _typed(value: Any, hint: Any, path: str) -> Any:
+    """`value` checked against a type hint (int, float, str, bool, X | None, tuple[X, ...], tuple[X, Y], dict);
+    ints and numeric strings are accepted (and converted) where floats are expected; lists become tuples."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        for option in args:
+            try:
+                return _typed(value, option, path)
+            except SpecError:
+                continue
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args).replace("NoneType", "null")
+        raise SpecError(path, f"expected {names}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(path, f"expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_typed(v, args[0], f"{path}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise SpecError(path, f"expected a list of {len(args)}, got {value!r}")
+        return tuple(_typed(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if hint is type(None):
+        if value is not None:
+            raise SpecError(path, f"expected null, got {value!r}")
+        return None
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            raise SpecError(path, f"expected a number, got {value!r}") from None
+    if hint is dict and isinstance(value, dict):
+        return value
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise SpecError(path, f"expected {hint.__name__}, got {value!r}")
+    return value
+
+
+def _named(path: str, check: Any, *args: Any) -> Any:
+    """check(*args), its ValueError re-raised as a SpecError naming `path`."""
+    try:
+        return check(*args)
+    except SpecError:
+        raise
+    except ValueError as e:
+        raise SpecError(path, str(e)) from None

@@ -1,0 +1,150 @@
+"""Sweeps on a real Ray cluster: one two-node cluster (ray.cluster_utils.Cluster, 1 CPU per node) for the session.
+
+Tiny models (width 32–48, depth 1, seq 32, a few steps) so that the whole file runs in about two minutes."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (read when ray is imported)
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pytest
+import ray
+import yaml
+from ray.cluster_utils import Cluster
+
+from sweeps import spec as specs
+from sweeps import store
+from sweeps.runner import run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 48],
+        "lrs": [1e-3, 1e-2], "parametrizations": ["sp", "gdn-mup"], "steps": 6, "batch_size": 4, "seq_len": 32,
+        "log_every": 3, "eval": {"batches": 2}, "resources": {"cpu": 1, "gpu": 0}, "failure": {"retries": 0}}
+REQUIRED_TRIAL_COLUMNS = {"trial_id", "parametrization", "optimizer", "width", "lr", "seed", "kind", "depth",
+                          "householder", "final_train_loss", "val_loss", "smoothed_loss", "diverged",
+                          "diverged_step", "steps", "tokens", "wall_seconds", "tokens_per_s", "status", "error"}
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """Two nodes of one CPU each, the test process connected as the driver."""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20,
+                                                      "include_dashboard": False})
+    c.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+    c.wait_for_nodes()
+    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def tiny_spec(tmp_path: Path, **changes) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", **TINY, **changes}))
+    return path
+
+
+def test_tiny_grid_runs_end_to_end_on_both_nodes_and_a_huge_lr_diverges(cluster, tmp_path):
+    spec = specs.load(tiny_spec(tmp_path, lrs=[1e-3, 1e-2, 1e3]))
+    out = tmp_path / "sweep"
+    line = run_sweep(spec, out, progress_every=60)
+    assert line["launched"] == 12
+    trials = pl.read_parquet(out / "trials.parquet")
+    assert REQUIRED_TRIAL_COLUMNS <= set(trials.columns)
+    assert sorted(trials["trial_id"]) == sorted(p.key for p in spec.grid())
+    assert trials["node_id"].n_unique() == 2  # trials ran on both nodes
+    good, bad = trials.filter(pl.col("lr") < 1), trials.filter(pl.col("lr") == 1e3)
+    assert set(good["status"]) == {"ok"} and good["error"].null_count() == 8 and not good["diverged"].any()
+    assert (good["tokens"] == 6 * 4 * 32).all() and (good["steps"] == 6).all()
+    assert good["val_loss"].is_finite().all() and (good["val_loss"] < 5.6).all()  # below ln(256): it learned
+    assert set(bad["status"]) == {"diverged"} and bad["diverged"].all()
+    # the loop checks losses once per log interval (3 steps): it stops at the first check after the NaN
+    assert (bad["smoothed_loss"] == float("inf")).all() and (bad["diverged_step"] < bad["steps"]).all()
+    assert (bad["steps"] <= 3).all()
+    curves = pd.read_parquet(out / "curves.parquet")
+    assert list(curves.columns) == ["trial_id", "step", "tokens", "train_loss", "lr"]
+    assert curves[curves.trial_id.isin(good["trial_id"].to_list())].groupby("trial_id").size().eq(6).all()
+    # nothing left: a resume launches no trial and keeps every row
+    assert run_sweep(spec, out, resume=True)["launched"] == 0
+    assert pl.read_parquet(out / "trials.parquet").height == 12
+
+
+def test_raising_trial_is_retried_then_recorded_with_its_error(cluster, tmp_path):
+    # an empty validation split makes the evaluation after training raise inside the trial
+    spec = specs.load(tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3],
+                                task={"name": "sample", "val_fraction": 0.0}, failure={"retries": 1}))
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, progress_every=60)
+    (row,) = pl.read_parquet(out / "trials.parquet").to_dicts()
+    assert row["status"] == "error" and row["attempts"] == 2
+    assert "ValueError" in row["error"] and "too long" in row["error"]
+    assert store.finished_ids(out) == set()  # an errored trial is not finished: a resume runs it again
+
+
+def test_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, tmp_path):
+    spec_path = tiny_spec(tmp_path, steps=30, log_every=10)
+    spec = specs.load(spec_path)
+    out = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    driver = subprocess.Popen([sys.executable, "-m", "scaling", "sweep", str(spec_path), "--out", str(out),
+                               "--address", cluster.address], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while len(store.finished_ids(out)) < 2 and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:  # its trials are gone
+        time.sleep(0.2)
+    before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
+    assert 2 <= len(before) < 8, "the driver was killed after some trials and before the end"
+    line = run_sweep(spec, out, resume=True, progress_every=60)
+    assert line["launched"] == 8 - len(before)
+    after = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
+    assert {name: after[name] for name in before} == before  # finished rows untouched
+    trials = pl.read_parquet(out / "trials.parquet")
+    assert sorted(trials["trial_id"]) == sorted(p.key for p in spec.grid())
+    assert trials.filter(pl.col("run") == 2).height == line["launched"]
+    assert set(trials["status"]) == {"ok"}
+
+
+def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(cluster, tmp_path):
+    import optuna
+
+    optuna_spec = {"trials": 2, "octaves": 1.0, "sampler": "random"}
+    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"], search="optuna", optuna=optuna_spec)
+    out = tmp_path / "sweep"
+    run_sweep(specs.load(spec_path), out, progress_every=60)
+    trials = pl.read_parquet(out / "trials.parquet")
+    grid, tuned = trials.filter(pl.col("phase") == "grid"), trials.filter(pl.col("phase") == "optuna")
+    assert grid.height == 2 and tuned.height == 2
+    best = grid.sort("smoothed_loss")["lr"][0]
+    assert tuned["lr"].is_between(best / 2 * 0.999, best * 2 * 1.001).all()  # within ± 1 octave of the best
+    # a resume with a larger budget adds only the missing Optuna trials to the same persistent study
+    spec_path.write_text(spec_path.read_text().replace("trials: 2", "trials: 3"))
+    assert run_sweep(specs.load(spec_path), out, resume=True, progress_every=60)["launched"] == 1
+    (study,) = optuna.get_all_study_summaries(f"sqlite:///{out / 'optuna.db'}")
+    assert study.n_trials == 3
+    assert pl.read_parquet(out / "trials.parquet").filter(pl.col("phase") == "optuna").height == 3
+
+
+def test_store_keeps_the_first_finished_row_and_writes_without_polars(tmp_path, monkeypatch):
+    curve = {"trial_id": ["t"], "step": [0], "tokens": [8], "train_loss": [5.0], "lr": [1e-3]}
+    first = {"trial_id": "t", "status": "error", "error": "boom", "lr": 1e-3}
+    assert store.write_trial(tmp_path, first, curve)
+    assert store.write_trial(tmp_path, {**first, "status": "ok", "error": None, "val_loss": 4.0}, curve)
+    assert not store.write_trial(tmp_path, {**first, "status": "ok", "error": None, "val_loss": 9.0}, curve)
+    assert json.loads(store.record_path(tmp_path, "t").read_text())["val_loss"] == 4.0
+    monkeypatch.setitem(sys.modules, "polars", None)  # the GPU machine: pyarrow only
+    assert store.consolidate(tmp_path) == (1, 1)
+    assert pd.read_parquet(tmp_path / "trials.parquet")["val_loss"].tolist() == [4.0]
