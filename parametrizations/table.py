@@ -38,14 +38,18 @@ class RoleRule:
 
 @dataclass(frozen=True)
 class Slope:
-    """Expected log-log slope of a probe's RMS against width, at initialisation and after ≥ 1 update.
+    """Expected log-log slope of a probe against width: of its RMS at initialisation (at_init) and of the RMS of
+    its change x_t − x_0 after t ≥ 1 updates (trained), with the tolerance the check allows.
 
     None: the theory makes no width prediction worth testing there. grows=True: only assert slope > GROWTH
-    (SP's blow-up, whose exact exponent depends on the learning rate and step)."""
+    (SP's blow-up, whose exact exponent depends on the learning rate and step). tolerance: 0.1 for sizes fixed by
+    construction; wider where a known finite-width correction of relative size O(d^-1/2) competes with the leading
+    term at widths 128…1024 (docs/theory.md derives and measures each one)."""
 
     at_init: float | None
     trained: float | None
     grows: bool = False
+    tolerance: float = 0.1
 
     def expected(self, step: int) -> float | None:
         return self.at_init if step == 0 else self.trained
@@ -54,8 +58,8 @@ class Slope:
 GROWTH = 0.1  # a "grows" probe must have slope above this
 
 
-def exact(exponent: float) -> Slope:
-    return Slope(exponent, exponent)
+def exact(exponent: float, tolerance: float = 0.1) -> Slope:
+    return Slope(exponent, exponent, tolerance=tolerance)
 
 
 FLAT = exact(0.0)

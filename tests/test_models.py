@@ -1,0 +1,103 @@
+"""Models: any width works, every parameter has a role, the head layout follows the paper, probes see every call."""
+import pytest
+import torch
+
+import parametrizations
+from models import ModelConfig, Role, build_model, role_of
+from models.taps import record, tap
+
+
+@pytest.mark.parametrize("kind,householder,width", [
+    ("deltanet", 1, 64), ("gdn", 1, 257), ("gdn", 1, 1563), ("deltaproduct", 2, 97), ("deltaproduct", 3, 130)])
+def test_any_width_runs(kind, householder, width):
+    config = ModelConfig(kind=kind, width=width, depth=1, householder=householder, allow_neg_eigval=True)
+    model = build_model(config, "gdn-mup", seed=0)
+    tokens = torch.randint(0, 256, (2, 11))
+    logits = model(tokens)
+    assert logits.shape == (2, 11, 256) and torch.isfinite(logits).all()
+    logits.float().square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_paper_head_layout():
+    for width, dk in [(256, 32), (512, 64), (768, 96), (1024, 128), (1536, 192), (1563, 195)]:
+        c = ModelConfig(width=width)
+        assert (c.heads, c.head_k_dim, c.head_v_dim) == (6, dk, 2 * dk)
+
+
+def test_every_parameter_has_a_role_and_shapes_follow_it():
+    model = build_model(ModelConfig(kind="deltaproduct", householder=2, width=96, depth=2), "sp", seed=0)
+    H, n = 6, 2
+    seen = {}
+    for name, p in model.named_parameters():
+        seen.setdefault(role_of(p), []).append(name)
+        if role_of(p) == Role.GATE_MATRIX:
+            assert p.shape[0] in (H, n * H) and p.shape[1] == 96
+        if role_of(p) == Role.GATE_SCALAR:
+            assert p.shape == (H,)
+    assert set(seen) == set(Role) - {Role.READOUT}  # tied embeddings
+    untied = build_model(ModelConfig(width=96, depth=1, tie_embeddings=False), "sp", seed=0)
+    assert Role.READOUT in {role_of(p) for p in untied.parameters()}
+
+
+def test_deltanet_has_no_decay_gate():
+    roles = {role_of(p) for p in build_model(ModelConfig(kind="deltanet", width=64, depth=1)).parameters()}
+    assert Role.GATE_SCALAR not in roles
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(kind="mamba"), "unknown model kind"),
+    (dict(width=16), "too small for 6 heads"),
+    (dict(kind="gdn", householder=2), "needs kind='deltaproduct'"),
+    (dict(depth=0), "depth must be positive"),
+])
+def test_bad_configs_are_rejected(bad, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**bad)
+
+
+def test_parametrization_sets_init_and_multipliers():
+    model = build_model(ModelConfig(width=1024, depth=1), "gdn-mup", seed=0)
+    W_q = model.blocks[0].mixer.q_proj.weight
+    assert W_q.std().item() == pytest.approx(0.01, rel=0.02)  # 0.02 / √m, m = 4
+    assert model.multipliers.logits == pytest.approx(0.25)
+    assert model.multipliers.readout == pytest.approx(32.0)  # √d
+    assert build_model(ModelConfig(width=1024, depth=1), "sp", seed=0).blocks[0].mixer.q_proj.weight.std().item() \
+        == pytest.approx(0.02, rel=0.02)
+
+
+def test_probes_are_named_per_block_and_do_not_hide_repeated_calls():
+    model = build_model(ModelConfig(width=64, depth=2), "gdn-mup", seed=0)
+    with record() as rec:
+        model(torch.randint(0, 256, (1, 8)))
+        tap("embed", torch.ones(2))  # a second call of the same probe is kept, not overwritten
+    names = set(rec.tensors)
+    for i in range(2):
+        for probe in ("q", "k", "v", "state", "readout", "alpha_pre", "beta_pre", "mixer_out", "mlp_out"):
+            assert f"block{i}.{probe}" in names
+    assert {"embed", "embed#2", "logits"} <= names
+    q = rec.tensors["block0.q"]
+    torch.testing.assert_close(q.norm(dim=-1), torch.ones(q.shape[:-1]), rtol=1e-3, atol=1e-3)  # L2 norm, eps 1e-6
+
+
+def test_training_with_build_optimizer_reduces_loss():
+    from scaling.data import get_task
+    from scaling.train import TrainConfig, train
+
+    model = build_model(ModelConfig(width=64, depth=1), "gdn-mup", seed=0)
+    task = get_task("sample")
+    result = train(model, "gdn-mup", TrainConfig(lr=1e-2, steps=30, warmup_steps=3, log_every=10),
+                   task.train_batches(4, 32, seed=0))
+    assert not result.diverged and result.steps == 30
+    assert result.losses[-1][1] < result.losses[0][1] - 1.0
+    assert len(result.losses) == 30
+
+
+def test_divergence_is_detected():
+    from scaling.data import get_task
+    from scaling.train import TrainConfig, train
+
+    model = build_model(ModelConfig(width=64, depth=1), "sp", seed=0)
+    result = train(model, "sp", TrainConfig(optimizer="sgd", lr=1e6, steps=40, grad_clip=None, log_every=5),
+                   get_task("sample").train_batches(2, 16, seed=0))
+    assert result.diverged and result.diverged_step is not None and result.steps < 40
