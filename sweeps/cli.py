@@ -11,6 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="learning-rate sweep across widths on Ray Tune (resumable)")
     p.add_argument("spec", help="sweep spec (YAML), or a sweep directory (its spec.yaml) to resume")
     p.add_argument("--out", help="sweep directory (default runs/sweeps/<spec name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field, e.g. --set steps=200 --set eval.batches=2 (repeatable)")
     p.add_argument("--resume", action="store_true", help="finish the trials DIR has no finished result for")
     p.add_argument("--address", help="join this Ray cluster (e.g. auto, or host:port) instead of a local one")
     p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
@@ -21,10 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.spec)
     if path.is_dir():  # `deltamup sweep DIR --resume`
-        spec = specs.load(path / "spec.yaml")
+        spec = specs.load(path / "spec.yaml", args.set)
         out = Path(args.out or path)
     else:
-        spec = specs.load(path)
+        spec = specs.load(path, args.set)
         out = Path(args.out or Path("runs/sweeps") / spec.name)
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")

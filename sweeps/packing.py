@@ -6,6 +6,7 @@ memory a trial needs, rounded up to 1/2^k of a GPU, and a whole GPU for large mo
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import torch
 
@@ -20,6 +21,7 @@ ACTIVATION_BYTES_PER_WIDTH = 270   # bytes autograd saves per token, layer and u
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 4}  # fp32 moments per parameter
 
 
+@lru_cache(maxsize=None)
 def parameter_count(config: ModelConfig) -> int:
     """Parameters of the model at config.width, counted on the meta device (no memory)."""
     with torch.device("meta"):
@@ -40,12 +42,11 @@ def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq
 def gpu_fraction(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int, resources: ResourceSpec,
                  gpu_memory_bytes: float) -> float:
     """The GPU share "auto" asks for: the memory estimate (with 10% headroom) as a fraction of one GPU, rounded
-    up to 1/2^k and at least resources.min_gpu_fraction; 1 for models of resources.whole_gpu_params or more."""
+    up to 1/2^k and at least resources.min_gpu_fraction; 1 (a trial trains on one device) for models of
+    resources.whole_gpu_params or more and where the estimate exceeds a GPU."""
     if parameter_count(config) >= resources.whole_gpu_params:
         return 1.0
     need = 1.1 * trial_memory_bytes(config, optimizer, batch_size, seq_len) / gpu_memory_bytes
-    if need > 1:
-        return float(math.ceil(need))
     rounded = 2.0 ** math.ceil(math.log2(need))
     return min(1.0, max(resources.min_gpu_fraction, rounded))
 

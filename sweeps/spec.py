@@ -60,7 +60,7 @@ class EvalSpec:
 @dataclass(frozen=True)
 class ResourceSpec:
     cpu: float = 1.0                          # CPUs per trial (= its torch threads)
-    gpu: float | str | dict = "auto"          # GPU fraction per trial, "auto" (from a memory estimate), {width: f}
+    gpu: float | str | dict = "auto"          # GPU share per trial in [0, 1], "auto" (memory estimate), {width: f}
     gpu_memory_gb: float | None = None        # for "auto" when the driver sees no GPU itself (default 80)
     whole_gpu_params: float = 1.0e8           # "auto": models with at least this many parameters get a whole GPU
     min_gpu_fraction: float = 0.125           # "auto": at most 1/min_gpu_fraction trials share a GPU
@@ -97,11 +97,11 @@ class TrialPoint:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    name: str
     widths: tuple[int, ...]
     lrs: tuple[float, ...]
     steps: int
-    model: dict = field(default_factory=lambda: {"kind": "gdn"})
+    name: str = "sweep"              # default directory: runs/sweeps/<name> (load(): the file's stem)
+    model: dict = field(default_factory=lambda: {"kind": "gdn"})  # vocab_size: the task's
     task: str | dict = "sample"
     parametrizations: tuple[str, ...] = ("gdn-mup",)
     optimizers: tuple[str, ...] = ("adamw",)
@@ -134,7 +134,8 @@ class SweepSpec:
         return json.loads(json.dumps(data))  # tuples → lists
 
 
-def load(path: str | Path) -> SweepSpec:
+def load(path: str | Path, overrides: list[str] = ()) -> SweepSpec:
+    """The spec in a YAML file, with `overrides` ("steps=200", "eval.batches=2", "lrs=[1e-3, 3e-3]") applied."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -144,7 +145,27 @@ def load(path: str | Path) -> SweepSpec:
         raise ValueError(f"spec {path} is not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise SpecError("<top>", f"expected a mapping of fields, got {type(raw).__name__}")
-    return parse({"name": path.stem, **raw})
+    raw = {"name": path.stem, **raw}
+    for override in overrides:
+        apply_override(raw, override)
+    return parse(raw)
+
+
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """Sets KEY=VALUE (VALUE read as YAML; KEY dotted for nested mappings) in `raw`."""
+    key, sep, text = override.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--set expects KEY=VALUE, got {override!r}")
+    *parents, leaf = key.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise SpecError(key, f"'{part}' is not a mapping")
+    try:
+        node[leaf] = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ValueError(f"--set {key}: value {text!r} is not valid YAML") from None
 
 
 def parse(raw: dict[str, Any]) -> SweepSpec:
@@ -171,7 +192,19 @@ def parse(raw: dict[str, Any]) -> SweepSpec:
             raise SpecError(key, "required")
     spec = SweepSpec(**values)
     _check(spec)
-    return spec
+    return _with_task_vocab(spec)
+
+
+def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
+    """The task checked; model.vocab_size, when the spec leaves it out, set to the task's vocabulary (which may
+    open the task's data: the spec as run then records it, so re-reading that spec does not)."""
+    from scaling.data import get_task
+
+    task = _named("task", get_task, spec.task)
+    if "vocab_size" in spec.model:
+        return spec
+    vocab = _named("task", lambda: task.vocab_size)
+    return dataclasses.replace(spec, model={**spec.model, "vocab_size": vocab})
 
 
 def _check(spec: SweepSpec) -> None:
@@ -204,9 +237,6 @@ def _check(spec: SweepSpec) -> None:
     _check_model(spec)
     _check_train(spec)
     _check_resources(spec.resources, spec.widths)
-    from scaling.data import get_task
-
-    _named("task", get_task, spec.task)
 
 
 def _check_model(spec: SweepSpec) -> None:
@@ -243,10 +273,9 @@ def _check_resources(resources: ResourceSpec, widths: tuple[int, ...]) -> None:
         where = "resources.gpu" if width is None else f"resources.gpu.{width}"
         if width is not None and width not in widths:
             raise SpecError(where, f"width {width} is not in widths {list(widths)}")
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction:
-            raise SpecError(where, f"expected a GPU fraction ≥ 0, got {fraction!r}")
-        if fraction > 1 and fraction != int(fraction):
-            raise SpecError(where, f"above 1 a trial takes whole GPUs, got {fraction}")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise SpecError(where, f"expected a GPU fraction in [0, 1] (a trial trains on one device), "
+                            f"got {fraction!r}")
     if isinstance(gpu, dict) and set(gpu) != set(widths):
         raise SpecError("resources.gpu", f"a per-width mapping needs every width: missing "
                         f"{sorted(set(widths) - set(gpu))}")

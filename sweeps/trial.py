@@ -69,8 +69,8 @@ def run_trial(config: dict[str, Any]) -> None:
         record |= {"status": "error", "error": error, "diverged": False}
         curve = {c: [] for c in store.CURVE_COLUMNS}
     else:
-        result, val_loss, params = outcome
-        record |= result_columns(cfg, result, val_loss, params)
+        result, val_loss, params, metrics = outcome
+        record |= metrics | result_columns(cfg, result, val_loss, params)
         curve = curve_columns(cfg, result)
     record["wall_seconds"] = record["finished_at"] - started
     store.write_trial(out, record, curve)
@@ -80,8 +80,8 @@ def run_trial(config: dict[str, Any]) -> None:
 
 
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device,
-                       report: Any) -> tuple[TrainResult, float | None, int]:
-    """(training result, validation loss or None when diverged, parameter count)."""
+                       report: Any) -> tuple[TrainResult, float | None, int, dict[str, float]]:
+    """(training result, validation loss or None when diverged, parameter count, the task's own metrics)."""
     point = cfg["point"]
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
                         seed=point["seed"]).to(device)
@@ -93,10 +93,11 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device,
     result = train(net, point["parametrization"], train_config, batches, device=device,
                    on_log=lambda step, rows: report(step, rows[-1][1]))
     if result.diverged:
-        return result, None, params
+        return result, None, params, {}
     eval_size = cfg["eval"]["batch_size"] or cfg["batch_size"]
     val = task.val_batches(eval_size, cfg["seq_len"], cfg["eval"]["batches"], seed=0)  # the same for every trial
-    return result, validation_loss(net, val, train_config.bf16, device), params
+    metrics = task.evaluate(net, device, seed=0) if hasattr(task, "evaluate") else {}
+    return result, validation_loss(net, val, train_config.bf16, device), params, metrics
 
 
 @torch.no_grad()

@@ -1,0 +1,118 @@
+"""Sweep specs, the sweep directory's resume checks and GPU packing: no Ray needed."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from models import ModelConfig
+from scaling.cli import main
+from sweeps import packing, spec as specs
+from sweeps.runner import prepare_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+VALID = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 64],
+         "lrs": [1e-3, 1e-2], "steps": 4}
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"widthz": [32]}, "'widthz'"),
+    ({"steps": "ten"}, "'steps'"),
+    ({"widths": []}, "'widths'"),
+    ({"widths": [32, "x"]}, "'widths[1]'"),
+    ({"lrs": [1e-3, -0.1]}, "'lrs[1]'"),
+    ({"lrs": {"log_range": [1e-2, 1e-3], "num": 3}}, "'lrs.log_range'"),
+    ({"parametrizations": ["xp"]}, "'parametrizations[0]'"),
+    ({"optimizers": ["lion"]}, "'optimizers[0]'"),
+    ({"model": {"kind": "mamba"}}, "'model'"),
+    ({"model": {"kind": "gdn", "layers": 2}}, "'model.layers'"),
+    ({"model": {"kind": "gdn", "depth": 1.5}}, "'model.depth'"),
+    ({"widths": [8], "model": {"kind": "gdn", "heads": 6, "base_width": 8}}, "'model'"),
+    ({"task": "nope"}, "'task'"),
+    ({"eval": {"batchez": 2}}, "'eval.batchez'"),
+    ({"resources": {"gpu": "lots"}}, "'resources.gpu'"),
+    ({"resources": {"gpu": 2}}, "'resources.gpu'"),
+    ({"failure": {"retries": -1}}, "'failure.retries'"),
+    ({"search": "bayes"}, "'search'"),
+    ({"schedule": "linear"}, "'<training>'"),
+])
+def test_malformed_spec_fails_with_one_line_naming_the_field(tmp_path, capsys, change, field):
+    out = tmp_path / "out"
+    assert main(["sweep", str(write(tmp_path, {**VALID, **change})), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("deltamup sweep: error: spec field ") and field in err[0]
+    assert not out.exists()  # nothing started
+
+
+def test_bad_spec_exits_2_before_ray_starts(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "scaling", "sweep", str(write(tmp_path, {**VALID, "lrs": [-1]})),
+                          "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip() == "deltamup sweep: error: spec field 'lrs[0]': must be positive, got -1.0"
+    assert not (tmp_path / "out").exists()
+
+
+def test_spec_parses_ranges_overrides_and_round_trips(tmp_path):
+    spec = specs.load(write(tmp_path, {**VALID, "lrs": {"log_range": ["1e-3", 1.6e-2], "num": 5}}),
+                      ["steps=7", "eval.batches=3", "parametrizations=[sp, gdn-mup]"])
+    assert spec.lrs == (0.001, 0.002, 0.004, 0.008, 0.016)
+    assert (spec.steps, spec.eval.batches, spec.name) == (7, 3, "spec")
+    assert spec.model["vocab_size"] == 256  # the task's vocabulary
+    assert len(spec.grid()) == 2 * 2 * 5 and len({p.key for p in spec.grid()}) == 20
+    assert specs.parse(spec.to_dict()) == spec
+    with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
+        specs.load(write(tmp_path, VALID), ["steps"])
+
+
+def test_sweep_dir_refuses_a_second_start_and_an_incomparable_resume(tmp_path):
+    spec = specs.parse(VALID)
+    prepare_dir(spec, tmp_path, resume=False)
+    with pytest.raises(ValueError, match="already holds a sweep: pass --resume"):
+        prepare_dir(spec, tmp_path, resume=False)
+    with pytest.raises(ValueError, match="spec field 'steps' differs"):
+        prepare_dir(specs.parse({**VALID, "steps": 5}), tmp_path, resume=True)
+    wider = specs.parse({**VALID, "widths": [32, 64, 128], "lrs": [3e-3]})  # grid axes may change on resume
+    prepare_dir(wider, tmp_path, resume=True)
+    assert specs.load(tmp_path / "spec.yaml") == wider
+
+
+def test_auto_gpu_packing_shares_a_gpu_between_small_widths_only():
+    resources = specs.ResourceSpec()
+    gpu = 141e9
+    fractions = {w: packing.gpu_fraction(ModelConfig(kind="gdn", width=w, depth=8), "adamw", 32, 1024, resources,
+                                         gpu) for w in (256, 512, 1024, 1536)}
+    assert fractions[256] < fractions[512] < 1 and fractions[1024] == fractions[1536] == 1.0
+    assert all(f == 2.0 ** round(math.log2(f)) for f in fractions.values())  # 1/2^k shares
+    tiny = packing.gpu_fraction(ModelConfig(kind="gdn", width=64, depth=1), "adamw", 4, 64, resources, gpu)
+    assert tiny == resources.min_gpu_fraction
+    spec = specs.parse({**VALID, "resources": {"gpu": {32: 0.25, 64: 0.5}}})
+    assert packing.trial_gpus(spec, 64, "adamw", cluster_gpus=1, gpu_memory_bytes=gpu) == 0.5
+    assert packing.trial_gpus(specs.parse(VALID), 64, "adamw", cluster_gpus=0, gpu_memory_bytes=gpu) == 0.0
+
+
+def test_trials_get_the_mean_utilisation_of_their_own_gpus_while_they_ran(tmp_path):
+    from sweeps import store
+
+    (tmp_path / "gpu.csv").write_text("9.0,0,100,1\n10.0,0,40,1\n11.0,1,90,1\n12.0,0,60,1\n13.0,0,100,1\n")
+    curve = {c: [] for c in store.CURVE_COLUMNS}
+    for trial_id, gpus in (("a", ["0"]), ("b", [])):
+        store.write_trial(tmp_path, {"trial_id": trial_id, "status": "ok", "gpu_ids": gpus, "started_at": 10.0,
+                                     "finished_at": 12.5}, curve)
+    store.consolidate(tmp_path)
+    import pyarrow.parquet as pq
+
+    rows = {r["trial_id"]: r["gpu_util"] for r in pq.read_table(tmp_path / "trials.parquet").to_pylist()}
+    assert rows == {"a": 50.0, "b": None}  # GPU 0's samples at t = 10 and 12
