@@ -1,6 +1,7 @@
 """Correctness and speed of the Triton chunk kernels on a GPU, against an fp64 reference and fla 0.6.0.
 
     python3 -m kernels.bench --out benchmarks/kernels-DATE.md
+    python3 -m kernels.bench --no-fla --fla-table benchmarks/kernels-DATE.md --out NEW.md   # fla from an earlier run
 
 For every shape: relative errors (‖x − ref‖/‖ref‖) of o and of each gradient, bf16 against the fp64 chunked PyTorch
 path on the GPU (bar 1e-2), and fp32 on a short sequence with the same head dims (bar 1e-4); then fwd and fwd+bwd
@@ -117,6 +118,24 @@ def timings(fn: Callable, x: list[torch.Tensor]) -> tuple[float, float]:
     return fwd, both
 
 
+def kernel_profile(fn: Callable, x: list[torch.Tensor], reps: int = 5) -> str:
+    """CUDA time per kernel name (ms per fwd+bwd, largest first) under torch.profiler, as one line."""
+    from torch.profiler import ProfilerActivity, profile
+
+    leaves = [t.detach().requires_grad_() for t in x]
+    do = torch.randn_like(fn(*leaves))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            torch.autograd.grad(fn(*leaves), leaves, do)
+        torch.cuda.synchronize()
+    times: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            times[e.name[:48]] = times.get(e.name[:48], 0.0) + e.time_range.elapsed_us() / 1e3 / reps
+    top = sorted(times.items(), key=lambda kv: -kv[1])
+    return f"total {sum(times.values()):.3f} ms: " + "; ".join(f"{n} {t:.3f}" for n, t in top[:14])
+
+
 def work(s: Shape) -> tuple[float, float, float, float]:
     """(fwd bytes, fwd+bwd bytes, fwd FLOPs, fwd+bwd FLOPs): inputs and outputs once in bf16; FLOPs of the chunked
     algorithm's matrix products over T·n_h steps (fwd 6C²K + 4C²V + 6CKV per chunk, fwd+bwd counted as 3× fwd)."""
@@ -141,9 +160,10 @@ def fmt_err(e: dict[str, float] | str) -> str:
     return e if isinstance(e, str) else " ".join(f"{n} {v:.1e}" for n, v in e.items())
 
 
-def measure(s: Shape, with_fla: bool) -> None:
+def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
     """Child process for one shape: prints one JSON line after our part and another after fla's (fla can leave the
-    CUDA context broken, e.g. an illegal memory access at K = 32, so each shape runs in its own process)."""
+    CUDA context broken, e.g. an illegal memory access at K = 32, so each shape runs in its own process). With
+    profile, also one line of CUDA time per kernel of ours."""
     res: dict[str, object] = {"errors": {}}
     for label, dtype, short in (("ours bf16", torch.bfloat16, s),
                                 ("ours fp32", torch.float32, Shape(1, 200, 2, s.K, s.V, s.n_h))):
@@ -158,6 +178,11 @@ def measure(s: Shape, with_fla: bool) -> None:
     except Exception as e:
         traceback.print_exc()
         res["ours"] = f"crash: {type(e).__name__}: {str(e)[:200]}"
+    if profile:
+        try:
+            print(f"profile {s}: {kernel_profile(ours(s), x)}", flush=True)
+        except Exception as e:
+            print(f"profile {s}: {type(e).__name__}: {str(e)[:200]}", flush=True)
     print(json.dumps(res), flush=True)
     if not with_fla:
         return
@@ -188,9 +213,10 @@ def warm(s: Shape, with_fla: bool) -> None:
             print(f"warm-up {s}: {type(e).__name__}: {str(e)[:200]}", flush=True)
 
 
-def run_child(i: int, with_fla: bool) -> dict:
+def run_child(i: int, with_fla: bool, profile: bool) -> dict:
     """The last JSON line a child process for SHAPES[i] printed (its log passes through)."""
-    cmd = [sys.executable, "-m", "kernels.bench", "--child", str(i)] + ([] if with_fla else ["--no-fla"])
+    cmd = ([sys.executable, "-m", "kernels.bench", "--child", str(i)] + ([] if with_fla else ["--no-fla"])
+           + (["--profile"] if profile else []))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     res: dict = {"errors": {}, "ours": f"crash: child exited {proc.returncode}"}
     for line in proc.stdout.splitlines():
@@ -203,17 +229,41 @@ def run_child(i: int, with_fla: bool) -> dict:
     return res
 
 
+def earlier_fla(path: str) -> dict[str, list[float] | str]:
+    """fla's (fwd, fwd+bwd) ms, or its crash text, per shape from the markdown table of an earlier run of this
+    script (columns: shape, ours fwd, ours fwd+bwd, fla fwd, fla fwd+bwd, ...)."""
+    shapes = {str(s) for s in SHAPES}
+    out: dict[str, list[float] | str] = {}
+    with open(path) as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 5 and cells[0] in shapes:
+                try:
+                    out[cells[0]] = [float(cells[3]), float(cells[4])]
+                except ValueError:
+                    out[cells[0]] = cells[3]
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="write the markdown table here")
     p.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     p.add_argument("--no-fla", action="store_true")
+    p.add_argument("--fla-table", help="with --no-fla: take fla's columns from this earlier output of the script")
+    p.add_argument("--profile", action="store_true", help="print CUDA time per kernel of ours (torch.profiler)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
-        (warm if args.warm else measure)(SHAPES[args.child], not args.no_fla)
+        if args.warm:
+            warm(SHAPES[args.child], not args.no_fla)
+        else:
+            measure(SHAPES[args.child], not args.no_fla, args.profile)
         return
+    if args.fla_table and not args.no_fla:
+        raise SystemExit("--fla-table only goes with --no-fla")
+    fla_earlier = earlier_fla(args.fla_table) if args.fla_table else {}
     todo = args.only if args.only else list(range(len(SHAPES)))
     t0 = time.time()
     warmers = [subprocess.Popen([sys.executable, "-m", "kernels.bench", "--child", str(i), "--warm"]
@@ -232,7 +282,9 @@ def main() -> None:
         f"GPU: {torch.cuda.get_device_name()}; Python {platform.python_version()}, torch {torch.__version__}, "
         f"Triton {triton.__version__}, fla {fla_version}.",
         f"Ceilings measured in this run: bf16 8192³ matmul {tflops_peak:.0f} TFLOP/s, device copy {gbs_peak:.0f} GB/s.",
-        "Command: `python3 -m kernels.bench --out benchmarks/kernels-DATE.md` (on the GPU machine, bundle on PYTHONPATH).",
+        f"Command: `python3 -m kernels.bench {' '.join(sys.argv[1:])}` (on the GPU machine, from the repository root).",
+        *([f"fla was not run here: its columns come from `{args.fla_table}`, an earlier run of this script (see its "
+           "header for when and where); ratios compare this run's ours with those."] if args.fla_table else []),
         "bf16 inputs, q/k L2 norm in kernel, β ∈ [0, 2], log-sigmoid gates; median ms of triton.testing.do_bench. "
         "fwd runs with inputs requiring grad; fwd+bwd computes every input gradient. fla's gated backward is refused "
         "on Hopper with Triton < 3.7.1 (fla issue 640): its guard is bypassed, so fla's fwd+bwd times the work, not a "
@@ -252,14 +304,14 @@ def main() -> None:
     for i in todo:
         s = SHAPES[i]
         print(f"== {s}", flush=True)
-        res = run_child(i, not args.no_fla)
+        res = run_child(i, not args.no_fla, args.profile)
         errs = res["errors"]
         ok = all(isinstance(errs.get(k), dict) and max(errs[k].values()) < (1e-2 if "bf16" in k else 1e-4)
                  for k in ("ours bf16", "ours fp32"))
         notes.append(f"- {s}: " + "; ".join(f"{k}: {fmt_err(v)}" for k, v in errs.items())
                      + ("" if ok else " **FAIL**"))
         cells = [str(s)]
-        ours_t, fla_t = res.get("ours"), res.get("fla", "–")
+        ours_t, fla_t = res.get("ours"), res.get("fla", fla_earlier.get(str(s), "–"))
         cells += [f"{t:.3f}" for t in ours_t] if isinstance(ours_t, list) else [ours_t, "–"]
         cells += [f"{t:.3f}" for t in fla_t] if isinstance(fla_t, list) else [fla_t, "–"]
         if isinstance(ours_t, list) and isinstance(fla_t, list):

@@ -45,11 +45,8 @@ def gated_delta_product(
     """Runs `rule` (any gated-delta-rule form) over the interleaved sequence; returns o [B, T, H, V]."""
     if scale is None:
         scale = q.shape[-1] ** -0.5
-    if use_qk_l2norm_in_kernel:
-        from .reference import l2_normalize
-
-        q, k = l2_normalize(q), l2_normalize(k)
     q_long, g_long = interleave_delta_product(q, k, g, num_householder)
+    # the rule normalises (fused in the Triton path); the zero rows of q_long stay 0
     o, state = rule(q_long, k, v, g_long, beta, scale=scale, initial_state=initial_state,
-                    output_final_state=output_final_state)
+                    output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     return o[:, num_householder - 1 :: num_householder], state

@@ -1,8 +1,9 @@
 """The Triton chunk kernels against the token-by-token reference, forward and every gradient.
 
 On a CPU they run under TRITON_INTERPRET=1 (set here before triton is imported), on tiny shapes: several chunks with
-a ragged last one, head dims that are not powers of two, K > 64 (several K blocks), g None / exactly 0 / random,
-β up to 2, initial and final state, q/k L2 norm, DeltaProduct n_h = 2.
+a ragged last one, head dims that are not powers of two, K > 64 (several K blocks; up to four state blocks, wider
+ones beyond K = 256), g None / exactly 0 / random, β up to 2, initial and final state, the fused q/k L2 norm,
+DeltaProduct n_h = 2 (with the L2 norm).
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def assert_close(got: dict, want: dict, tol: float) -> None:
     (2, 130, 2, 16, 32, "none", False, False),
     (1, 40, 2, 70, 90, "zero", True, False),
     (1, 65, 2, 16, 32, "random", False, True),
+    (1, 70, 1, 200, 24, "random", True, True),   # four 64-row state blocks, the last ragged
+    (1, 40, 1, 300, 20, "random", True, True),   # three 128-row state blocks (K > 256)
 ])
 def test_rule_matches_reference(B, T, H, K, V, gate, use_h0, final):
     x = make_inputs(B, T, H, K, V, gate)
@@ -87,8 +90,8 @@ def test_delta_product_n2(gate):
         return lambda q, k, v, g, beta, **kw: kernels.chunk_gated_delta_product(q, k, v, g, beta, n, backend=backend,
                                                                                   **kw)
 
-    want = run(product("recurrent"), x, torch.float64, True, True)
-    got = run(product("triton"), x, torch.float32, True, True)
+    want = run(product("recurrent"), x, torch.float64, True, True, l2=True)
+    got = run(product("triton"), x, torch.float32, True, True, l2=True)
     assert_close(got, want, 1e-4)
 
 

@@ -1,8 +1,9 @@
-"""Backward of the chunked gated delta rule: a reverse sequential pass for the state gradient, then two parallel
-per-chunk passes (gradients through the output and state terms; gradients through the UT transform).
+"""Backward of the chunked gated delta rule: a parallel pass for the within-chunk v_new gradient, a reverse
+sequential pass for the state gradient, then two parallel per-chunk passes (gradients through the output and state
+terms; gradients through the UT transform).
 
 With dh' the gradient of the state after a chunk, Kd = K ⊙ e^{G_C − G}, Qg = Q ⊙ e^G:
-    dv_new = Aqkᵀ do + Kd dh';   dh = e^{G_C} dh' + scale Qgᵀ do − wᵀ dv_new                  (sequential)
+    dv_new = Aqkᵀ do (parallel) + Kd dh';   dh = e^{G_C} dh' + scale Qgᵀ do − wᵀ dv_new        (sequential)
     dq = scale (do hᵀ) ⊙ e^G + (scale do v_newᵀ ⊙ D) K;  dk = (v_new dh'ᵀ) ⊙ e^{G_C − G} + (…)ᵀ Q;  dw = −dv_new hᵀ
     dT = dw (β e^G K)ᵀ + dv_new (β V)ᵀ,  dA = −Tᵀ dT Tᵀ, then through A = strict_lower(β_i k_i·k_j D_ij)
 dg is the reverse cumulative sum, within the chunk, of dG = Σ q⊙dq − Σ k⊙dk (+ the terms of G_C and of β e^G K).
@@ -14,51 +15,58 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .chunk_fwd import PAR_CONFIGS, seq_configs, state_blocks
-from .utils import CHUNK, decay, launch, load_gates, mm, pow2, precision, tile
+from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS, seq_configs
+from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, launch, load_gates, load_states, mm, pow2,
+                    precision, state_blocks, store_states, tile)
+
+
+@triton.jit
+def chunk_dv_local_bwd_kernel(
+    Aqk, do, dv_new, T, H: tl.constexpr, V: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+):
+    """Grid (V / BV, NT, B·H). The within-chunk part of the v_new gradient, Aqkᵀ do, into dv_new (fp32)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    tok = i_b * T * H + i_h
+    t0 = i_t * C
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
+    p, m = tile(t0, T, H, V, i_v * BV, C, BV)
+    b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
+    tl.store(dv_new + tok * V + p, mm(tl.trans(b_A), b_do, do, False, PREC), mask=m)
 
 
 @triton.jit
 def chunk_state_bwd_kernel(
-    q, k, w, G, Aqk, do, dht, dh_all, dv_new, dh0,
+    q, k, w, G, do, dht, dh_all, dv_new, dh0,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
     USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, PREC: tl.constexpr,
 ):
-    """Grid (V / BV, B·H); BK ≥ K. Walks the chunks backwards; writes dh' of each chunk (dh_all [B,H,NT,K,V] fp32),
-    dv_new [B,T,H,V] fp32 and the initial-state gradient."""
+    """Grid (V / BV, B·H); the state gradient [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
+    backwards; writes dh' of each chunk (dh_all [B,H,NT,K,V], k's dtype), adds e^{G_C − G} ⊙ (K dh') to dv_new
+    (which holds Aqkᵀ do) and writes the initial-state gradient."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
-    rk = tl.arange(0, BK)
     rv = i_v * BV + tl.arange(0, BV)
-    m_h = (rk[:, None] < K) & (rv[None, :] < V)
-    p_h = rk[:, None] * V + rv[None, :]
-    if USE_DHT:
-        b_dh = tl.load(dht + i_bh * K * V + p_h, mask=m_h, other=0.0).to(tl.float32)
-    else:
-        b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    b_dh1, b_dh2, b_dh3, b_dh4 = load_states(dht + i_bh * K * V, rv, K, V, BK, BV, NKB, USE_DHT)
     for i_r in range(NT):
         i_t = NT - 1 - i_r
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        p_k, m_k = tile(t0, T, H, K, 0, C, BK)
-        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
-        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_w = tl.load(w + tok * K + p_k, mask=m_k, other=0.0)
-        p_c, m_c = tile(t0, T, H, C, 0, C, C)
-        b_Aqk = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
+        store_states(dh_all + (i_bh * NT + i_t) * K * V, b_dh1, b_dh2, b_dh3, b_dh4, rv, K, V, BK, NKB)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
-        tl.store(dh_all + (i_bh * NT + i_t) * K * V + p_h, b_dh, mask=m_h)
-        b_kd = b_k.to(tl.float32) * tl.exp(b_gl - b_G)[:, None]
-        b_dvn = mm(tl.trans(b_Aqk), b_do, k, False, PREC) + mm(b_kd, b_dh, k, False, PREC)
-        tl.store(dv_new + tok * V + p, b_dvn, mask=m)
-        b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
-        b_dh = (b_dh * tl.exp(b_gl) + mm(tl.trans(b_qg), b_do, k, False, PREC)
-                - mm(tl.trans(b_w), b_dvn, k, False, PREC))
+        b_kdh = dot_rows_states(k + tok * K, t0, T, H, K, b_dh1, b_dh2, b_dh3, b_dh4, C, BK, NKB, PREC)
+        b_dv = tl.load(dv_new + tok * V + p, mask=m, other=0.0) + b_kdh * tl.exp(b_gl - b_G)[:, None]
+        tl.store(dv_new + tok * V + p, b_dv, mask=m)
+        b_dos = tl.load(do + tok * V + p, mask=m, other=0.0).to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
+        b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, tl.exp(b_gl), q + tok * K, t0, T,
+                                                      H, K, b_dos, C, BK, NKB, PREC)
+        b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, 1.0, w + tok * K, t0, T, H, K,
+                                                      -b_dv, C, BK, NKB, PREC)
     if STORE_DH0:
-        tl.store(dh0 + i_bh * K * V + p_h, b_dh, mask=m_h)
+        store_states(dh0 + i_bh * K * V, b_dh1, b_dh2, b_dh3, b_dh4, rv, K, V, BK, NKB)
 
 
 @triton.jit
@@ -92,11 +100,11 @@ def chunk_dqk_bwd_kernel(
         b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
         b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
         b_dvn = tl.load(dv_new + tok * V + p, mask=m, other=0.0)
-        b_dqg += mm(b_do, tl.trans(b_h), k, F32, PREC)
-        b_dkd += mm(b_vn, tl.trans(b_dh), k, F32, PREC)
+        b_dqg += mm(b_do, tl.trans(b_h), k, False, PREC)
+        b_dkd += mm(b_vn, tl.trans(b_dh), k, False, PREC)
         b_dw -= mm(b_dvn, tl.trans(b_h), k, F32, PREC)
-        b_dA += mm(b_do, tl.trans(b_vn), k, F32, PREC)
-        b_dgl += tl.sum(b_h * b_dh)
+        b_dA += mm(b_do, tl.trans(b_vn), k, False, PREC)
+        b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32))
     p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
     b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
     b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
@@ -190,16 +198,19 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     prec = precision(q.dtype)
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
-    dh_all = torch.empty_like(h_all)
     dv_new = torch.empty(B, T, H, V, **f32)
+    BKp, BVp = min(64, pow2(K)), min(64, pow2(V))
+    launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
+           dict(H=H, V=V, C=C, BV=BVp, PREC=prec), OUT_CONFIGS)
+    dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
-    BK, BV = state_blocks(K, V, B * H)
+    BK, BV, NKB, warps = state_blocks(K, V, B * H)
     launch(chunk_state_bwd_kernel, (triton.cdiv(V, BV), B * H),
-           (q, k, w, G, Aqk, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec), seq_configs(BK))
+           (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_DHT=dht is not None,
+                STORE_DH0=initial_state is not None, PREC=prec), seq_configs(warps))
 
-    BK, BV = min(64, pow2(K)), min(64, pow2(V))
+    BK, BV = BKp, BVp
     NK = triton.cdiv(K, BK)
     dq = torch.empty_like(q)
     dk_part = torch.empty(B, T, H, K, **f32)

@@ -1,10 +1,14 @@
 """Forward of the chunked gated delta rule: a parallel per-chunk pass (gates, UT transform, w, u, the intra-chunk
-attention) and a sequential pass over chunks (state, v_new, output).
+attention), a sequential pass over chunks that only carries the state (h before each chunk, v_new), and a parallel
+output pass.
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
     Aqk = scale · causal(Q Kᵀ ⊙ D)
-    v_new = u − w h;   o = scale (Q ⊙ e^G) h + Aqk v_new;   h ← e^{G_C} h + (K ⊙ e^{G_C − G})ᵀ v_new
+    v_new = u − w h;   h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new)                          (sequential)
+    o = scale e^G ⊙ (Q h) + Aqk v_new                                                   (parallel)
+The sequential pass holds the state of one V block as up to four K blocks of BK rows in fp32 registers
+(see state_blocks), so any K runs without padding it to a power of two.
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .utils import CHUNK, decay, launch, load_gates, mm, pow2, precision, tile
+from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, launch, load_gates, load_state,
+                    load_states, mm, pow2, precision, state_blocks, store_states, tile)
 
 
 @triton.jit
@@ -43,8 +48,8 @@ def chunk_prepare_fwd_kernel(
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
         b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
-        b_kk += mm(b_k, tl.trans(b_k), k, F32, PREC)
-        b_qk += mm(b_q, tl.trans(b_k), k, F32, PREC)
+        b_kk += mm(b_k, tl.trans(b_k), k, False, PREC)
+        b_qk += mm(b_q, tl.trans(b_k), k, False, PREC)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     tl.store(Aqk_out + tok * C + p_c, b_qk * decay(b_G, C, False) * scale, mask=m_c)
     # A goes through T_out: the solve reads it back in 16×16 blocks and overwrites it with T = (I + A)^{-1}
@@ -65,66 +70,65 @@ def chunk_prepare_fwd_kernel(
 
 @triton.jit
 def chunk_state_fwd_kernel(
-    q, k, w, u, G, Aqk, h0, o, ht, h_all, v_new,
-    scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, SAVE: tl.constexpr, PREC: tl.constexpr,
+    k, w, u, G, h0, ht, h_all, v_new,
+    T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
+    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PREC: tl.constexpr,
 ):
-    """Grid (V / BV, B·H); BK ≥ K holds the whole state column block [BK, BV] in fp32. Walks the chunks in order,
-    writes o, and if SAVE the state before each chunk (h_all [B,H,NT,K,V] fp32) and v_new [B,T,H,V]."""
+    """Grid (V / BV, B·H); the state column block [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
+    in order; writes the state before each chunk (h_all [B,H,NT,K,V], k's dtype), v_new [B,T,H,V] and ht."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
-    rk = tl.arange(0, BK)
     rv = i_v * BV + tl.arange(0, BV)
-    m_h = (rk[:, None] < K) & (rv[None, :] < V)
-    p_h = rk[:, None] * V + rv[None, :]
-    if USE_H0:
-        b_h = tl.load(h0 + i_bh * K * V + p_h, mask=m_h, other=0.0).to(tl.float32)
-    else:
-        b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    b_h1, b_h2, b_h3, b_h4 = load_states(h0 + i_bh * K * V, rv, K, V, BK, BV, NKB, USE_H0)
     for i_t in range(NT):
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        p_k, m_k = tile(t0, T, H, K, 0, C, BK)
-        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
-        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_w = tl.load(w + tok * K + p_k, mask=m_k, other=0.0)
-        p_c, m_c = tile(t0, T, H, C, 0, C, C)
-        b_Aqk = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
+        store_states(h_all + (i_bh * NT + i_t) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_u = tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
-        if SAVE:
-            tl.store(h_all + (i_bh * NT + i_t) * K * V + p_h, b_h, mask=m_h)
-        b_vn = b_u - mm(b_w, b_h, k, False, PREC)
-        if SAVE:
-            tl.store(v_new + tok * V + p, b_vn.to(v_new.dtype.element_ty), mask=m)
-        b_qg = b_q.to(tl.float32) * tl.exp(b_G)[:, None]
-        b_o = mm(b_qg, b_h, k, False, PREC) * scale + mm(b_Aqk, b_vn, k, False, PREC)
-        tl.store(o + tok * V + p, b_o.to(o.dtype.element_ty), mask=m)
-        b_kd = b_k.to(tl.float32) * tl.exp(b_gl - b_G)[:, None]
-        b_h = b_h * tl.exp(b_gl) + mm(tl.trans(b_kd), b_vn, k, False, PREC)
+        b_v = (tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
+               - dot_rows_states(w + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC))
+        tl.store(v_new + tok * V + p, b_v.to(v_new.dtype.element_ty), mask=m)
+        b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H, K,
+                                                  b_v * tl.exp(b_gl - b_G)[:, None], C, BK, NKB, PREC)
     if STORE_HT:
-        tl.store(ht + i_bh * K * V + p_h, b_h, mask=m_h)
+        store_states(ht + i_bh * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
 
 
-def state_blocks(K: int, V: int, BH: int) -> tuple[int, int]:
-    """(BK, BV) of the sequential passes: BK covers all of K; BV shrinks as K grows and when B·H is small."""
-    BK = pow2(K)
-    BV = 32 if BK <= 128 else 16
-    BV = min(BV, pow2(V))
-    if BH * triton.cdiv(V, BV) < 256:
-        BV = 16
-    return BK, BV
+@triton.jit
+def chunk_o_fwd_kernel(
+    q, G, Aqk, h_all, v_new, o,
+    scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+):
+    """Grid (V / BV, NT, B·H). o = scale e^G ⊙ (Q h) + Aqk v_new for one chunk and V block."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    tok = i_b * T * H + i_h
+    t0 = i_t * C
+    rv = i_v * BV + tl.arange(0, BV)
+    b_G, _ = load_gates(G + tok, t0, T, H, C)
+    p_s = h_all + (i_bh * NT + i_t) * K * V
+    b_o = tl.zeros([C, BV], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        b_o += dot_rows(q + tok * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
+    p, m = tile(t0, T, H, V, i_v * BV, C, BV)
+    b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
+    b_o = b_o * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, v_new, False, PREC)
+    tl.store(o + tok * V + p, b_o.to(o.dtype.element_ty), mask=m)
 
 
-def seq_configs(BK: int) -> tuple[dict[str, int], ...]:
-    """num_warps/num_stages of the sequential passes, in the order tried: more warps for the larger states."""
-    w = 8 if BK >= 256 else 4
-    return ({"num_warps": w, "num_stages": 2}, {"num_warps": w, "num_stages": 1}, {"num_warps": 8, "num_stages": 1})
+def seq_configs(warps: int) -> tuple[dict[str, int], ...]:
+    """num_warps/num_stages of the sequential passes, in the order tried."""
+    return ({"num_warps": warps, "num_stages": 2}, {"num_warps": warps, "num_stages": 1},
+            {"num_warps": 8, "num_stages": 1})
 
 
 PAR_CONFIGS = ({"num_warps": 8, "num_stages": 2}, {"num_warps": 8, "num_stages": 1}, {"num_warps": 4, "num_stages": 1})
+OUT_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages": 1})
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
@@ -147,15 +151,17 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
            dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=True, PREC=prec), PAR_CONFIGS)
-    o = torch.empty_like(v)
-    ht = torch.empty(B, H, K, V, **f32) if output_final_state else o
-    h_all = torch.empty(B, H, NT, K, V, **f32) if save else o
-    v_new = torch.empty_like(v) if save else o
-    BK, BV = state_blocks(K, V, B * H)
+    ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
+    h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
+    v_new = torch.empty_like(v)
+    BK, BV, NKB, warps = state_blocks(K, V, B * H)
     launch(chunk_state_fwd_kernel, (triton.cdiv(V, BV), B * H),
-           (q, k, w, u, G, Aqk, initial_state if initial_state is not None else o, o, ht, h_all, v_new,
-            scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, SAVE=save, PREC=prec), seq_configs(BK))
+           (k, w, u, G, initial_state if initial_state is not None else G, ht, h_all, v_new, T, NT),
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_H0=initial_state is not None,
+                STORE_HT=output_final_state, PREC=prec), seq_configs(warps))
+    o = torch.empty_like(v)
+    launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
+           (q, G, Aqk, h_all, v_new, o, scale, T, NT),
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec), OUT_CONFIGS)
     saved = dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new) if save else {}
     return o, (ht if output_final_state else None), saved

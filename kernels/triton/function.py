@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..reference import l2_normalize
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd
+from .l2norm import l2_normalize_triton
 
 
 class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
@@ -58,7 +58,7 @@ def chunk_gated_delta_rule_triton(
     if scale is None:
         scale = q.shape[-1] ** -0.5
     if use_qk_l2norm_in_kernel:
-        q, k = l2_normalize(q), l2_normalize(k)
+        q, k = l2_normalize_triton(q), l2_normalize_triton(k)
     if q.dtype == torch.float64:
         o, ht = chunk_gated_delta_rule_triton(
             q.float(), k.float(), v.float(), g.float() if g is not None else None, beta.float(), scale,

@@ -58,6 +58,113 @@ def mm(a, b, ref_ptr, F32: tl.constexpr, PREC: tl.constexpr):
         return tl.dot(a.to(dt), b.to(dt), input_precision=PREC)
 
 
+@triton.jit
+def state_block(i_k, rv, K, V, BK: tl.constexpr):
+    """Offsets and mask of rows i_k·BK.. and columns rv of a [K, V] state."""
+    rk = i_k * BK + tl.arange(0, BK)
+    return rk[:, None] * V + rv[None, :], (rk[:, None] < K) & (rv[None, :] < V)
+
+
+@triton.jit
+def load_state(base, i_k, rv, K, V, BK: tl.constexpr):
+    """The [BK, BV] block of rows i_k·BK.. and columns rv of the [K, V] state at `base`, as stored."""
+    p, m = state_block(i_k, rv, K, V, BK)
+    return tl.load(base + p, mask=m, other=0.0)
+
+
+@triton.jit
+def store_state(base, b_s, i_k, rv, K, V, BK: tl.constexpr):
+    """Store the fp32 block b_s [BK, BV] at rows i_k·BK.. and columns rv of the [K, V] state at `base`."""
+    p, m = state_block(i_k, rv, K, V, BK)
+    tl.store(base + p, b_s.to(base.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def dot_rows(x, t0, T, H, K, i_k, b_s, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
+    """X[chunk, K block i_k] @ b_s → [C, BV] fp32, for X [T, H, K] at `x` and b_s [BK, BV] (cast to X's dtype)."""
+    p, m = tile(t0, T, H, K, i_k * BK, C, BK)
+    b_x = tl.load(x + p, mask=m, other=0.0)
+    return tl.dot(b_x, b_s.to(b_x.dtype), input_precision=PREC)
+
+
+@triton.jit
+def dot_trans(x, t0, T, H, K, i_k, b_r, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
+    """X[chunk, K block i_k]ᵀ @ b_r → [BK, BV] fp32, for X [T, H, K] at `x` and b_r [C, BV] (cast to X's dtype)."""
+    p, m = tile(t0, T, H, K, i_k * BK, C, BK)
+    b_x = tl.load(x + p, mask=m, other=0.0)
+    return tl.dot(tl.trans(b_x), b_r.to(b_x.dtype), input_precision=PREC)
+
+
+@triton.jit
+def load_states(base, rv, K, V, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr, LOAD: tl.constexpr):
+    """A [K, BV] state column block as four fp32 [BK, BV] row blocks: the first NKB loaded from `base` if LOAD,
+    the rest (and all of them otherwise) zeros."""
+    b1 = tl.zeros([BK, BV], dtype=tl.float32)
+    b2 = tl.zeros([BK, BV], dtype=tl.float32)
+    b3 = tl.zeros([BK, BV], dtype=tl.float32)
+    b4 = tl.zeros([BK, BV], dtype=tl.float32)
+    if LOAD:
+        b1 += load_state(base, 0, rv, K, V, BK).to(tl.float32)
+        if NKB > 1:
+            b2 += load_state(base, 1, rv, K, V, BK).to(tl.float32)
+        if NKB > 2:
+            b3 += load_state(base, 2, rv, K, V, BK).to(tl.float32)
+        if NKB > 3:
+            b4 += load_state(base, 3, rv, K, V, BK).to(tl.float32)
+    return b1, b2, b3, b4
+
+
+@triton.jit
+def store_states(base, b1, b2, b3, b4, rv, K, V, BK: tl.constexpr, NKB: tl.constexpr):
+    """Store the first NKB row blocks of a state column block (see load_states) at `base`."""
+    store_state(base, b1, 0, rv, K, V, BK)
+    if NKB > 1:
+        store_state(base, b2, 1, rv, K, V, BK)
+    if NKB > 2:
+        store_state(base, b3, 2, rv, K, V, BK)
+    if NKB > 3:
+        store_state(base, b4, 3, rv, K, V, BK)
+
+
+@triton.jit
+def dot_rows_states(x, t0, T, H, K, b1, b2, b3, b4, C: tl.constexpr, BK: tl.constexpr, NKB: tl.constexpr,
+                    PREC: tl.constexpr):
+    """X[chunk] @ S → [C, BV] fp32, for X [T, H, K] at `x` and the state column block S given as row blocks."""
+    acc = dot_rows(x, t0, T, H, K, 0, b1, C, BK, PREC)
+    if NKB > 1:
+        acc += dot_rows(x, t0, T, H, K, 1, b2, C, BK, PREC)
+    if NKB > 2:
+        acc += dot_rows(x, t0, T, H, K, 2, b3, C, BK, PREC)
+    if NKB > 3:
+        acc += dot_rows(x, t0, T, H, K, 3, b4, C, BK, PREC)
+    return acc
+
+
+@triton.jit
+def add_trans_states(b1, b2, b3, b4, decay, x, t0, T, H, K, b_r, C: tl.constexpr, BK: tl.constexpr,
+                     NKB: tl.constexpr, PREC: tl.constexpr):
+    """decay · S + X[chunk]ᵀ b_r for the state column block S (row blocks b1..b4), X [T, H, K] at `x`,
+    b_r [C, BV]; blocks beyond NKB come back unchanged."""
+    b1 = b1 * decay + dot_trans(x, t0, T, H, K, 0, b_r, C, BK, PREC)
+    if NKB > 1:
+        b2 = b2 * decay + dot_trans(x, t0, T, H, K, 1, b_r, C, BK, PREC)
+    if NKB > 2:
+        b3 = b3 * decay + dot_trans(x, t0, T, H, K, 2, b_r, C, BK, PREC)
+    if NKB > 3:
+        b4 = b4 * decay + dot_trans(x, t0, T, H, K, 3, b_r, C, BK, PREC)
+    return b1, b2, b3, b4
+
+
+def state_blocks(K: int, V: int, BH: int) -> tuple[int, int, int, int]:
+    """(BK, BV, NKB, num_warps) of the sequential passes: the [K, BV] state column block is held as NKB ≤ 4 row
+    blocks of BK (64 up to K = 256, wider beyond); BV = 32, or 16 for wide K blocks and when B·H·V/32 < 256."""
+    BK = min(pow2(K), max(64, pow2(triton.cdiv(K, 4))))
+    BV = min(32 if BK <= 64 else 16, pow2(V))
+    if BH * triton.cdiv(V, BV) < 256:
+        BV = min(16, BV)
+    return BK, BV, triton.cdiv(K, BK), 4
+
+
 def pow2(n: int, lo: int = 16) -> int:
     """The next power of two ≥ max(n, lo)."""
     return max(lo, triton.next_power_of_2(n))

@@ -1,0 +1,70 @@
+"""L2 normalisation over the last dimension in one pass each way (the q/k norm of use_qk_l2norm_in_kernel).
+
+    y = x · r,  r = (Σ x² + eps)^{-1/2}        (fp32 inside; y in x's dtype; the reference's formula)
+    dx = r · (dy − y · Σ y·dy)                  (y recomputed in fp32 from x)
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from .utils import pow2
+
+ROWS = 16  # rows of x per program
+
+
+@triton.jit
+def l2norm_fwd_kernel(x, y, N, eps, D: tl.constexpr, BD: tl.constexpr, R: tl.constexpr):
+    """Grid (N / R,). x, y [N, D]."""
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    cols = tl.arange(0, BD)
+    p = rows[:, None] * D + cols[None, :]
+    m = (rows[:, None] < N) & (cols[None, :] < D)
+    b_x = tl.load(x + p, mask=m, other=0.0).to(tl.float32)
+    b_r = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
+    tl.store(y + p, (b_x * b_r[:, None]).to(y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def l2norm_bwd_kernel(x, dy, dx, N, eps, D: tl.constexpr, BD: tl.constexpr, R: tl.constexpr):
+    """Grid (N / R,). x, dy, dx [N, D]."""
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    cols = tl.arange(0, BD)
+    p = rows[:, None] * D + cols[None, :]
+    m = (rows[:, None] < N) & (cols[None, :] < D)
+    b_x = tl.load(x + p, mask=m, other=0.0).to(tl.float32)
+    b_dy = tl.load(dy + p, mask=m, other=0.0).to(tl.float32)
+    b_r = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
+    b_y = b_x * b_r[:, None]
+    b_dx = (b_dy - b_y * tl.sum(b_y * b_dy, axis=1)[:, None]) * b_r[:, None]
+    tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+class L2NormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, eps: float) -> Tensor:
+        x = x.contiguous()
+        D = x.shape[-1]
+        N = x.numel() // D
+        y = torch.empty_like(x)
+        l2norm_fwd_kernel[(triton.cdiv(N, ROWS),)](x, y, N, eps, D=D, BD=pow2(D), R=ROWS, num_warps=4)
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: Tensor):
+        (x,) = ctx.saved_tensors
+        D = x.shape[-1]
+        N = x.numel() // D
+        dx = torch.empty_like(x)
+        l2norm_bwd_kernel[(triton.cdiv(N, ROWS),)](x, dy.contiguous(), dx, N, ctx.eps, D=D, BD=pow2(D), R=ROWS,
+                                                   num_warps=4)
+        return dx, None
+
+
+def l2_normalize_triton(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """x / ‖x‖ over the last dimension (kernels.reference.l2_normalize's formula), differentiable; [..., D]."""
+    return L2NormFunction.apply(x, eps)
