@@ -178,12 +178,12 @@ def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
     except Exception as e:
         traceback.print_exc()
         res["ours"] = f"crash: {type(e).__name__}: {str(e)[:200]}"
-    if profile:
+    print(json.dumps(res), flush=True)
+    if profile:  # after the result line: a profiler failure cannot lose it
         try:
             print(f"profile {s}: {kernel_profile(ours(s), x)}", flush=True)
         except Exception as e:
             print(f"profile {s}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    print(json.dumps(res), flush=True)
     if not with_fla:
         return
     try:
