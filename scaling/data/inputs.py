@@ -34,8 +34,7 @@ def default_corpus(names: tuple[str, ...] = DEFAULT_SOURCES, max_files: int | No
                    jobs: int = 2) -> list[Input]:
     """One Input per source. Paragraphs are deduplicated across the whole corpus in order (licence headers and
     boilerplate repeat in every file), so the Inputs must be consumed in order, each once."""
-    unknown = [n for n in names if not n]
-    if unknown or not names:
+    if not names:
         raise ValueError("name at least one corpus source")
     sources = [find_source(n) for n in names]
     seen: set[bytes] = set()

@@ -63,9 +63,13 @@ def prepare(inputs: list[Input], out: str | Path, tokenizer: str = "bytes", voca
             "tokens_sha256": file_sha256(tmp / TOKENS),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-        if out.exists():
+        if force and out.exists():
             shutil.rmtree(out)
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process finished the same build first, or `out` holds other files
+            if not (out / MANIFEST).exists():
+                raise ValueError(f"cannot write {out}: it exists and is not a prepared dataset") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
