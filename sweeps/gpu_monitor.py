@@ -30,6 +30,16 @@ def sample() -> list[tuple[str, float, float]]:
     return rows
 
 
+def memory_total_mib() -> float | None:
+    """Memory of this machine's first GPU (MiB) from nvidia-smi, without starting CUDA here; None without one."""
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10, check=True).stdout
+        return float(text.split()[0])
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+
+
 class GpuMonitor:
     """`with GpuMonitor(path):` samples every `interval` seconds while the block runs (no-op without GPUs)."""
 

@@ -12,6 +12,7 @@ import torch
 
 from models import DeltaLM, ModelConfig
 
+from .gpu_monitor import memory_total_mib
 from .spec import ResourceSpec, SweepSpec
 
 DEFAULT_GPU_MEMORY_GB = 80.0
@@ -65,9 +66,9 @@ def trial_gpus(spec: SweepSpec, width: int, optimizer: str, cluster_gpus: float,
 
 
 def gpu_memory_bytes(resources: ResourceSpec) -> float:
-    """Memory of one GPU: the spec's gpu_memory_gb, else what the driver's first GPU has, else 80 GB."""
+    """Memory of one GPU: the spec's gpu_memory_gb, else what nvidia-smi says the driver's first GPU has (on a
+    cluster, give gpu_memory_gb when the driver has none), else 80 GB."""
     if resources.gpu_memory_gb is not None:
         return resources.gpu_memory_gb * 1e9
-    if torch.cuda.is_available():
-        return float(torch.cuda.get_device_properties(0).total_memory)
-    return DEFAULT_GPU_MEMORY_GB * 1e9
+    mib = memory_total_mib()
+    return mib * 2**20 if mib is not None else DEFAULT_GPU_MEMORY_GB * 1e9

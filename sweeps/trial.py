@@ -63,7 +63,7 @@ def run_trial(config: dict[str, Any]) -> None:
         except Exception as e:  # recorded, never raised: a failed trial is a result of the sweep
             error = "".join(traceback.format_exception_only(e)).strip()
             traceback.print_exc()
-    record = base_record(cfg) | {"attempts": attempts, "device": str(device), "gpu_ids": gpu_ids,
+    record = base_record(cfg) | {"attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids,
                                  "node_id": node_id(), "started_at": started, "finished_at": time.time()}
     if outcome is None:
         record |= {"status": "error", "error": error, "diverged": False}
