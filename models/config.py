@@ -49,6 +49,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        from kernels import BACKENDS
+
+        if self.kernel_backend not in BACKENDS:
+            raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.kind != "deltaproduct" and self.householder != 1:
             raise ValueError(f"householder={self.householder} needs kind='deltaproduct'")
         if not 1 <= self.householder <= 8:

@@ -58,8 +58,8 @@ class DeltaMixer(nn.Module):
         beta = beta_pre.float().sigmoid() * (2.0 if self.allow_neg_eigval else 1.0)
         g = None
         if self.gated:
-            alpha_pre = self.a_proj(x).float() + self.dt_bias
-            g = -self.A_log.float().exp() * F.softplus(alpha_pre)
+            alpha_pre = self.a_proj(x)
+            g = -self.A_log.float().exp() * F.softplus(alpha_pre.float() + self.dt_bias)
             tap(f"{self.name}.alpha_pre", alpha_pre)
         tap(f"{self.name}.beta_pre", beta_pre)
         tap(f"{self.name}.q", q)

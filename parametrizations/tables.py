@@ -12,8 +12,17 @@ from models.roles import Role
 from .scale import NO_DECAY, d, m
 from .table import FLAT, GROWS, Parametrization, RoleRule, Slope, exact
 
-E = Role.EMBEDDING, Role.READOUT
 SIGMA = 0.02  # the base init std of every normally initialised matrix (GPT-2 / the paper's SP)
+
+# Probe predictions shared by the µP-type tables (docs/theory.md derives each; bands are where a measurement at
+# widths 128…1024 may fall given the finite-width correction the theory names).
+UNIT_VECTOR = exact(-0.5)                           # L2-normalised q, k: coordinates dk^-1/2 by construction
+STATE = Slope(-0.5, -0.5, above=0.25)               # S ~ Σ β k vᵀ over T_eff tokens: dk^-1/2 while T_eff ≪ dk
+THETA_1 = Slope(0.0, 0.0, below=0.4)                # Θ(1), with O(d^-1/2) random-init cross terms at finite width
+LOGITS = Slope(-0.5, 0.0, below=0.6)                # init E₀h/m ~ d^-1/2; change ΔE·h/m Θ(1) + E₀·Δh/m ~ d^-1/2
+UPDATE_1_OVER_D = Slope(None, -1.0, below=0.15, above=0.15)  # ΔW of a width×width matrix: coordinates 1/d
+UPDATE_FLAT = Slope(None, 0.0, below=0.15, above=0.15)       # ΔE of the embedding: Θ(1) coordinates
+GATE_BLOWUP = Slope(0.5, None, grows=True)          # W_α x, W_β x with a width-independent init std, fan-in d
 
 # ---------------------------------------------------------------------------------------------------------------
 SP = Parametrization(
@@ -29,7 +38,8 @@ SP = Parametrization(
         Role.NORM_GAIN: RoleRule(init=None, lr=1, wd=NO_DECAY),
     },
     expect={opt: {
-        "q": exact(-0.5), "k": exact(-0.5),
+        "q": UNIT_VECTOR, "k": UNIT_VECTOR, "v": Slope(0.5, None, grows=True),
+        "alpha_pre": GATE_BLOWUP, "beta_pre": GATE_BLOWUP,
         "mixer_out": GROWS, "mlp_out": GROWS, "logits": Slope(0.5, None, grows=True),
     } for opt in ("adamw", "sgd")},
 )
@@ -55,10 +65,11 @@ MUP = Parametrization(
     },
     multipliers={"logits": 1 / m},
     expect={opt: {
-        "embed": FLAT, "q": exact(-0.5), "k": exact(-0.5), "v": FLAT, "state": exact(-0.5),
-        "readout": Slope(None, -0.5),
-        "mixer_out": FLAT, "mlp_out": FLAT, "logits": Slope(-0.5, 0.0),
-        "update.hidden": Slope(None, -1.0), "update.embedding": Slope(None, 0.0),
+        "embed": FLAT, "q": UNIT_VECTOR, "k": UNIT_VECTOR, "v": THETA_1, "state": STATE,
+        "readout": Slope(None, -0.5, below=0.4),     # Θ(d^-1/2): no √d before the norm — the defect GDN-µP fixes
+        "alpha_pre": GATE_BLOWUP, "beta_pre": GATE_BLOWUP,
+        "mlp_out": THETA_1, "logits": LOGITS,
+        "update.hidden": UPDATE_1_OVER_D, "update.embedding": UPDATE_FLAT,
     } for opt in ("adamw", "sgd")},
 )
 
@@ -80,11 +91,11 @@ GDN_MUP = Parametrization(
     },
     multipliers={"logits": 1 / m, "readout": d**0.5},
     expect={opt: {
-        "embed": FLAT, "q": exact(-0.5), "k": exact(-0.5), "v": FLAT, "state": exact(-0.5),
-        "readout": Slope(None, 0.0), "alpha_pre": FLAT, "beta_pre": FLAT,
-        "mixer_out": FLAT, "mlp_out": FLAT, "logits": Slope(-0.5, 0.0),
-        "update.hidden": Slope(None, -1.0), "update.gate_matrix": Slope(None, -1.0),
-        "update.embedding": Slope(None, 0.0),
+        "embed": FLAT, "q": UNIT_VECTOR, "k": UNIT_VECTOR, "v": THETA_1, "state": STATE,
+        "readout": Slope(None, 0.0, below=0.4),      # Θ(1) thanks to the √d multiplier
+        "alpha_pre": THETA_1, "beta_pre": THETA_1,   # gate matrices initialised and trained like hidden ones
+        "mixer_out": THETA_1, "mlp_out": THETA_1, "logits": LOGITS,
+        "update.hidden": UPDATE_1_OVER_D, "update.gate_matrix": UPDATE_1_OVER_D, "update.embedding": UPDATE_FLAT,
     } for opt in ("adamw", "sgd")},
 )
 
@@ -107,8 +118,9 @@ GDN_MUP_CODE = Parametrization(
     },
     multipliers={"logits": 1 / m, "mixer_output": 1 / m},
     expect={opt: {
-        "embed": FLAT, "q": exact(-0.5), "k": exact(-0.5), "logits": Slope(-0.5, 0.0),
-        "mixer_out": Slope(-1.0, None),
+        "embed": FLAT, "q": UNIT_VECTOR, "k": UNIT_VECTOR, "logits": LOGITS,
+        "mixer_out": Slope(-1.0, None),              # × 1/m on a Θ(1) output
+        "update.hidden": UPDATE_1_OVER_D,
     } for opt in ("adamw", "sgd")},
 )
 

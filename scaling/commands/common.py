@@ -47,7 +47,8 @@ def model_config(args: argparse.Namespace, width: int) -> ModelConfig:
     return ModelConfig(kind=args.model, width=width, depth=args.depth, heads=args.heads,
                        householder=args.householder if args.model == "deltaproduct" else 1, gated=args.gated,
                        allow_neg_eigval=args.neg_eigval, vocab_size=args.vocab_size, base_width=args.base_width,
-                       tie_embeddings=not args.untied)
+                       tie_embeddings=not args.untied,
+                       kernel_backend=getattr(args, "kernel_backend", "auto"))
 
 
 def writable_dir(path: str) -> Path:

@@ -1,0 +1,76 @@
+"""The deltamup CLI: describe, coord-check, and one-line errors with exit code 2 for bad input."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from scaling.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_describe_prints_every_role_at_width_and_base(capsys):
+    assert main(["describe", "--parametrization", "gdn-mup", "--optimizer", "sgd", "--width", "1024"]) == 0
+    out = capsys.readouterr().out
+    for role in ("embedding", "hidden", "gate_matrix", "gate_scalar", "conv", "norm_gain", "readout"):
+        assert role in out
+    gate = next(line for line in out.splitlines() if line.startswith("gate_matrix"))
+    assert "m^-1/2" in gate and "0.5" in gate          # W_α, W_β: LR × 1/√m under SGD
+    scalar = next(line for line in out.splitlines() if line.startswith("gate_scalar"))
+    assert "√m" in scalar and " 2 " in scalar           # A_log, dt_bias: LR × √m
+    readout = next(line for line in out.splitlines() if line.startswith("readout ") and "√d" in line)
+    assert "√d" in readout and "32" in readout and "16" in readout  # the √d before the output RMSNorm
+
+
+def test_python_dash_m_entry_point():
+    result = subprocess.run([sys.executable, "-m", "scaling", "describe", "-p", "sp"], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0 and "Standard parametrization" in result.stdout
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["describe", "-p", "nope"], "unknown parametrization 'nope'"),
+    (["describe", "--optimizer", "lion"], "unknown optimizer 'lion'"),
+    (["coord-check", "--model", "mamba", "--out", "x"], None),  # argparse choices: exit 2 too
+    (["coord-check", "--widths", "16,32", "--out", "{tmp}"], "too small for 6 heads"),
+    (["coord-check", "--lr", "-1", "--out", "{tmp}"], "lr must be positive"),
+    (["coord-check", "--widths", "64", "--out", "{tmp}"], "at least two widths"),
+    (["coord-check", "--out", "/proc/deltamup-cannot-write"], "cannot create output directory"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path / "out")) for a in argv]
+    with pytest.raises(SystemExit) if message is None else _nothing():
+        code = main(argv)
+        assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    if message is not None:
+        assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "out" / "coords.parquet").exists()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_coord_check_writes_its_files_and_check_flag_sets_exit_code(tmp_path, capsys):
+    out = tmp_path / "cc"
+    argv = ["coord-check", "--model", "gdn", "-p", "sp", "--widths", "32,64", "--steps", "2", "--batch-size", "2",
+            "--seq-len", "16", "--depth", "1", "--out", str(out)]
+    assert main(argv) == 0
+    coords = pl.read_parquet(out / "coords.parquet")
+    assert set(coords.columns) >= {"width", "step", "probe", "rms", "l1", "delta_rms"}
+    assert set(coords["width"].unique()) == {32, 64} and set(coords["step"].unique()) == {0, 1, 2}
+    slopes = pl.read_csv(out / "slopes.csv")
+    assert slopes.columns[:5] == ["probe", "step", "slope", "expected", "ok"]
+    assert (out / "coords.png").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert ("PASS" in printed) or ("FAIL" in printed)
+    failed = slopes.filter(pl.col("ok") == False)  # noqa: E712
+    assert main(argv + ["--check"]) == (1 if len(failed) else 0)
