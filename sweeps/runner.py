@@ -19,6 +19,7 @@ from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
+OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
 RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent")
 
 
@@ -31,8 +32,6 @@ def configure_ray_env(local: bool) -> None:
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
     """Checks DIR before any work (ValueError: one line) and writes the spec as run. Without --resume the
     directory must not hold results; with it, only grid axes, resources and failure/search settings may change."""
-    from scaling.commands.common import writable_dir
-
     stored = store.read_spec(out)
     if stored is not None and not resume:
         raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
@@ -42,7 +41,6 @@ def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
             if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
                 raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "
                                  f"{now[key]!r}): results would not be comparable; use another --out")
-    writable_dir(str(out))
     store.write_spec(out, spec.to_dict())
 
 
@@ -58,7 +56,7 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     else:
         ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
+                 log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     try:
         yield
     finally:
@@ -69,8 +67,17 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
               num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
     """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
     (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
-    out = Path(out)
-    prepare_dir(spec, out, resume)
+    from scaling.commands.common import writable_dir
+
+    out = writable_dir(str(out))
+    with store.driver_lock(out):
+        prepare_dir(spec, out, resume)
+        return run_missing(spec, out, address, num_cpus, progress_every)
+
+
+def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int | None,
+                progress_every: float) -> dict[str, Any]:
+    """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock)."""
     configure_ray_env(local=address is None)
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary
@@ -92,6 +99,10 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
     store.append_run(out, line)
     store.consolidate(out)
     print_summary(out)
+    left = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
+    if left:
+        print(f"{len(left)} grid trial(s) have no finished result (interrupted or errors): "
+              f"deltamup sweep {out} --resume runs them")
     return line
 
 

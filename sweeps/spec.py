@@ -256,6 +256,9 @@ def _check_train(spec: SweepSpec) -> None:
     for i, lr in enumerate(spec.lrs):
         if not (math.isfinite(lr) and lr > 0):
             raise SpecError(f"lrs[{i}]", f"must be positive, got {lr}")
+    if spec.train.get("warmup_steps", 0) >= spec.steps:
+        raise SpecError("warmup_steps", f"{spec.train['warmup_steps']} leaves no step at the peak LR of "
+                        f"{spec.steps} steps")
     if spec.train.get("weight_decay", 0.0) < 0:
         raise SpecError("weight_decay", f"must not be negative, got {spec.train['weight_decay']}")
     point = spec.grid()[0]

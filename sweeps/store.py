@@ -1,6 +1,7 @@
 """The one module that reads, merges and writes a sweep directory:
 
     DIR/spec.yaml                      the spec as run
+    DIR/driver.lock                    locked while a driver runs the sweep
     DIR/results/<trial_id>.json        one finished (or errored) trial's row, written by the trial itself
     DIR/results/<trial_id>.curve.parquet   its loss curve (written before the row)
     DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched)
@@ -12,11 +13,13 @@ replaced, and a resumed sweep runs exactly the trials that have none.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -166,6 +169,18 @@ def read_runs(out: Path) -> list[dict[str, Any]]:
         event = json.loads(line)
         runs.setdefault(event["run"], {}).update(event)
     return list(runs.values())
+
+
+@contextmanager
+def driver_lock(out: Path) -> Iterator[None]:
+    """Held while a driver runs the sweep in DIR, so a second driver fails at once (ValueError); the OS releases
+    it when the holder exits, also on SIGKILL."""
+    with open(Path(out) / "driver.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another driver is running the sweep in {out}") from None
+        yield
 
 
 def write_spec(out: Path, spec_dict: dict[str, Any]) -> None:

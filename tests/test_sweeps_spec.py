@@ -13,7 +13,8 @@ import yaml
 from models import ModelConfig
 from scaling.cli import main
 from sweeps import packing, spec as specs
-from sweeps.runner import prepare_dir
+from sweeps import store
+from sweeps.runner import prepare_dir, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 VALID = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 64],
@@ -46,6 +47,7 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"failure": {"retries": -1}}, "'failure.retries'"),
     ({"search": "bayes"}, "'search'"),
     ({"schedule": "linear"}, "'<training>'"),
+    ({"warmup_steps": 4}, "'warmup_steps'"),
 ])
 def test_malformed_spec_fails_with_one_line_naming_the_field(tmp_path, capsys, change, field):
     out = tmp_path / "out"
@@ -103,9 +105,14 @@ def test_auto_gpu_packing_shares_a_gpu_between_small_widths_only():
     assert packing.trial_gpus(specs.parse(VALID), 64, "adamw", cluster_gpus=0, gpu_memory_bytes=gpu) == 0.0
 
 
-def test_trials_get_the_mean_utilisation_of_their_own_gpus_while_they_ran(tmp_path):
-    from sweeps import store
+def test_a_second_driver_on_the_same_sweep_fails_before_any_work(tmp_path):
+    with store.driver_lock(tmp_path):
+        with pytest.raises(ValueError, match="another driver is running the sweep"):
+            run_sweep(specs.parse(VALID), tmp_path)
+    assert not (tmp_path / "spec.yaml").exists()
 
+
+def test_trials_get_the_mean_utilisation_of_their_own_gpus_while_they_ran(tmp_path):
     (tmp_path / "gpu.csv").write_text("9.0,0,100,1\n10.0,0,40,1\n11.0,1,90,1\n12.0,0,60,1\n13.0,0,100,1\n")
     curve = {c: [] for c in store.CURVE_COLUMNS}
     for trial_id, gpus in (("a", ["0"]), ("b", [])):
