@@ -5,11 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import polars as pl
-
 import parametrizations
 from parametrizations.export import FORMATS, write_export
-from scaling.analysis import analyze, load_sweep
 from scaling.commands.common import print_table, writable_dir
 
 
@@ -45,7 +42,10 @@ def _fmt(value) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    import polars as pl
+
     from reports.report import build_report
+    from scaling.analysis import load_sweep
 
     load_sweep(args.sweep_dir)  # bad input: one line before any work
     out = writable_dir(args.out) if args.out else None
@@ -72,6 +72,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from scaling.analysis import analyze, load_sweep
     from reports.tuned import export_from_sweep
 
     fmt = args.format or ("json" if args.out.endswith(".json") else "yaml")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import polars as pl
 import torch
 
 import parametrizations
@@ -17,6 +16,9 @@ from models.taps import record
 
 from .data.sample import sample_batches
 from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
+
+if TYPE_CHECKING:
+    import polars as pl
 
 DEFAULT_LR = {"adamw": 1e-2, "sgd": 0.03}
 
@@ -101,8 +103,8 @@ def measure_width(check: CoordCheck, width: int, batches: list) -> list[dict]:
     return rows
 
 
-def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> pl.DataFrame:
-    """coords: one row per (width, step, probe) with rms, l1 and delta_rms."""
+def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) -> list[dict]:
+    """coords rows: one per (width, step, probe) with rms, l1 and delta_rms (plain dicts: no polars needed)."""
     gen = sample_batches(check.batch_size, check.seq_len, seed=check.seed)
     batches = [next(gen) for _ in range(check.steps + 1)]
     rows: list[dict] = []
@@ -110,13 +112,29 @@ def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> pl.
         if progress:
             progress(f"width {width}")
         rows += measure_width(check, width, batches)
-    return pl.DataFrame(rows)
+    return rows
 
 
-def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str) -> pl.DataFrame:
+def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> "pl.DataFrame":
+    import polars as pl
+
+    return pl.DataFrame(collect(check, progress))
+
+
+def write_rows(rows: list[dict], path: Path) -> None:
+    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def fit_slopes(coords: "pl.DataFrame", parametrization: str, optimizer: str) -> "pl.DataFrame":
     """slopes: (probe, step, slope, expected, ok). slope fits log RMS against log width: of the probe at step 0,
     of its change x_t − x_0 after. expected is the predicted exponent with the band a measurement may fall in
     ("0 [-0.40, +0.10]"), or ">0.1" for probes that must grow; both are null where nothing is predicted."""
+    import polars as pl
+
     rows = []
     for (probe, step), group in coords.filter(pl.col("probe") != "loss").group_by(["probe", "step"]):
         group = group.sort("width")
@@ -131,9 +149,11 @@ def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str) -> pl
     return pl.DataFrame(rows, schema=schema).sort(["probe", "step"], maintain_order=True)
 
 
-def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
-    """One panel per step: every probe's RMS against width, log-log (mup's coordinate-check plot)."""
+def plot(coords: "pl.DataFrame", path: Path, title: str) -> None:
+    """One panel per step, log-log against width: each probe's RMS at t = 0 and the RMS of its change after
+    (mup's coordinate-check plot, with the change as Tensor Programs V plots it)."""
     import matplotlib
+    import polars as pl
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -147,8 +167,10 @@ def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
         for i, probe in enumerate(probes):
             g = at.filter(pl.col("probe") == probe).sort("width")
             if len(g):
-                ax.plot(g["width"], g["rms"], marker="o", ms=3, lw=1, color=cmap(i), label=probe)
-        ax.set(xscale="log", yscale="log", title=f"t = {step}", xlabel="width")
+                ax.plot(g["width"], g["rms" if step == 0 else "delta_rms"], marker="o", ms=3, lw=1, color=cmap(i),
+                        label=probe)
+        ax.set(xscale="log", yscale="log", title="t = 0: RMS(x_0)" if step == 0 else f"t = {step}: RMS(x_t − x_0)",
+               xlabel="width")
     axes[0][0].set_ylabel("RMS")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
@@ -158,7 +180,7 @@ def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path) -> None:
+def write(check: CoordCheck, coords: "pl.DataFrame", slopes: "pl.DataFrame", out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     coords.write_parquet(out / "coords.parquet")
     slopes.write_csv(out / "slopes.csv")

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-import polars as pl
+from pathlib import Path
 
 from scaling import coord_check
 
@@ -27,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast on CUDA")
     p.add_argument("--kernel-backend", default="auto", help="auto | triton | torch | recurrent")
     p.add_argument("--out", required=True, help="directory for coords.parquet, slopes.csv, coords.png")
+    p.add_argument("--raw", action="store_true",
+                   help="only measure and write coords.parquet (pyarrow; for machines without polars)")
+    p.add_argument("--from-coords", metavar="PARQUET",
+                   help="analyse an existing coords.parquet (e.g. measured on a GPU) instead of training")
     p.add_argument("--check", action="store_true", help="exit 1 when a probe's slope is off its expected exponent")
     p.set_defaults(run=run)
 
@@ -39,7 +42,16 @@ def run(args: argparse.Namespace) -> int:
                                    device=args.device, bf16=not args.fp32)
     check.torch_device  # validates --device before any work
     out = writable_dir(args.out)
-    coords = coord_check.run(check, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    if args.from_coords and not Path(args.from_coords).is_file():
+        raise ValueError(f"--from-coords: no such file {args.from_coords}")
+    progress = lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    if args.raw:
+        coord_check.write_rows(coord_check.collect(check, progress), out / "coords.parquet")
+        print(f"wrote {out}/coords.parquet; analyse it with --from-coords")
+        return 0
+    import polars as pl
+
+    coords = pl.read_parquet(args.from_coords) if args.from_coords else coord_check.run(check, progress)
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer)
     coord_check.write(check, coords, slopes, out)
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
