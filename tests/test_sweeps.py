@@ -37,10 +37,11 @@ REQUIRED_TRIAL_COLUMNS = {"trial_id", "parametrization", "optimizer", "width", "
 
 @pytest.fixture(scope="session")
 def cluster():
-    """Two nodes of one CPU each, the test process connected as the driver."""
+    """Two nodes of one CPU each, the second declaring one GPU (a Ray resource only: trials that get a share of
+    it still train on the CPU here), the test process connected as the driver."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20,
                                                       "include_dashboard": False})
-    c.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+    c.add_node(num_cpus=1, num_gpus=1, object_store_memory=100 * 2**20)
     c.wait_for_nodes()
     ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
     yield c
@@ -77,6 +78,18 @@ def test_tiny_grid_runs_end_to_end_on_both_nodes_and_a_huge_lr_diverges(cluster,
     # nothing left: a resume launches no trial and keeps every row
     assert run_sweep(spec, out, resume=True)["launched"] == 0
     assert pl.read_parquet(out / "trials.parquet").height == 12
+
+
+def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_path):
+    spec = specs.load(tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"], lrs=[1e-3, 3e-3, 1e-2, 3e-2],
+                                steps=30, resources={"cpu": 0.5, "gpu": {32: 0.5}}))
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, progress_every=60)
+    rows = pl.read_parquet(out / "trials.parquet").to_dicts()
+    assert all(json.loads(r["gpu_ids"]) == ["0"] and r["device"] == "cpu" for r in rows)  # no CUDA on this machine
+    assert len({r["node_id"] for r in rows}) == 1
+    spans = sorted((r["started_at"], r["finished_at"]) for r in rows)
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # two shared the GPU at once
 
 
 def test_raising_trial_is_retried_then_recorded_with_its_error(cluster, tmp_path):
