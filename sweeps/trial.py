@@ -63,6 +63,8 @@ def run_trial(config: dict[str, Any]) -> None:
         except Exception as e:  # recorded, never raised: a failed trial is a result of the sweep
             error = "".join(traceback.format_exception_only(e)).strip()
             traceback.print_exc()
+        if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
+            torch.cuda.empty_cache()
     record = base_record(cfg) | {"attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids,
                                  "node_id": node_id(), "started_at": started, "finished_at": time.time()}
     if outcome is None:
