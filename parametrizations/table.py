@@ -39,27 +39,45 @@ class RoleRule:
 @dataclass(frozen=True)
 class Slope:
     """Expected log-log slope of a probe against width: of its RMS at initialisation (at_init) and of the RMS of
-    its change x_t − x_0 after t ≥ 1 updates (trained), with the tolerance the check allows.
+    its change x_t − x_0 after t ≥ 1 updates (trained), and how far below/above it a measurement may fall.
 
     None: the theory makes no width prediction worth testing there. grows=True: only assert slope > GROWTH
-    (SP's blow-up, whose exact exponent depends on the learning rate and step). tolerance: 0.1 for sizes fixed by
-    construction; wider where a known finite-width correction of relative size O(d^-1/2) competes with the leading
-    term at widths 128…1024 (docs/theory.md derives and measures each one)."""
+    (SP's blow-up, whose exact exponent depends on the learning rate and step). The bounds are 0.1 for sizes fixed
+    by construction; wider, and one-sided, where the theory names a finite-width correction that competes with
+    the leading term at widths 128…1024 (docs/theory.md derives and measures each one)."""
 
     at_init: float | None
     trained: float | None
     grows: bool = False
-    tolerance: float = 0.1
+    below: float = 0.1
+    above: float = 0.1
 
     def expected(self, step: int) -> float | None:
         return self.at_init if step == 0 else self.trained
+
+    def admits(self, step: int, slope: float) -> bool | None:
+        """Whether a measured slope agrees with the prediction at `step` (None: nothing predicted there)."""
+        if self.grows and step > 0:
+            return slope > GROWTH
+        value = self.expected(step)
+        if value is None:
+            return None
+        return value - self.below <= slope <= value + self.above
+
+    def describe(self, step: int) -> str | None:
+        if self.grows and step > 0:
+            return f">{GROWTH:g}"
+        value = self.expected(step)
+        if value is None:
+            return None
+        return f"{value:g} [{value - self.below:+.2f}, {value + self.above:+.2f}]"
 
 
 GROWTH = 0.1  # a "grows" probe must have slope above this
 
 
 def exact(exponent: float, tolerance: float = 0.1) -> Slope:
-    return Slope(exponent, exponent, tolerance=tolerance)
+    return Slope(exponent, exponent, below=tolerance, above=tolerance)
 
 
 FLAT = exact(0.0)
