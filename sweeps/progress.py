@@ -28,9 +28,10 @@ class Progress(Callback):
     """Tune callback: counts trials per width and prints the block every `every` seconds and at the end;
     ETA per width = remaining trials × its mean trial time / its running trials."""
 
-    def __init__(self, widths: list[int], every: float = 10.0) -> None:
+    def __init__(self, widths: list[int], every: float = 10.0, earlier: dict[int, int] | None = None) -> None:
+        """widths: one entry per trial this run launches; earlier: finished trials per width from earlier runs."""
         self.every = every  # (no stream attribute: the Tuner pickles its callbacks)
-        self.total = Counter(widths)
+        self.total, self.earlier = Counter(widths), Counter(earlier or {})
         self.done: dict[int, Counter] = defaultdict(Counter)
         self.running: dict[str, tuple[int, float]] = {}  # trial id → (width, start time)
         self.seconds: dict[int, list[float]] = defaultdict(list)
@@ -66,13 +67,14 @@ class Progress(Callback):
         done = sum(sum(c.values()) for c in self.done.values())
         lines = [f"[{duration(now - self.start):>6}] {done}/{sum(self.total.values())} trials done, "
                  f"{len(self.running)} running"]
-        for width in sorted(self.total):
+        for width in sorted(set(self.total) | set(self.earlier)):
             counts = self.done[width]
             running = sum(1 for w, _ in self.running.values() if w == width)
             remaining = self.total[width] - sum(counts.values())
             mean = statistics.fmean(self.seconds[width]) if self.seconds[width] else math.inf
             eta = 0.0 if remaining == 0 else remaining * mean / max(1, running)
-            lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done "
+            earlier = f" (+{self.earlier[width]} earlier)" if self.earlier[width] else ""
+            lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done{earlier} "
                          f"({counts['diverged']} diverged, {counts['error']} errors), {running} running, "
                          f"ETA {duration(eta)}")
         print("\n".join(lines), flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -170,9 +171,10 @@ def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progres
 
     from .progress import Progress
 
+    earlier = Counter(r["width"] for r in store.read_records(out) if r["status"] in store.FINISHED)
     return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0,
                           failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
-                          callbacks=[Progress(widths, progress_every), JsonLoggerCallback()])
+                          callbacks=[Progress(widths, progress_every, earlier), JsonLoggerCallback()])
 
 
 def record_ray_errors(out: Path, results: Any) -> None:
