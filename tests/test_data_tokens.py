@@ -83,3 +83,18 @@ def test_corpus_prepares_text_and_parquet_into_the_cache(tmp_path, monkeypatch):
     vx, _ = task.val_batches(1, 32, count=1, seed=0)[0]
     assert bytes(vx[0].tolist()).decode("utf-8", "ignore").strip() != ""
     assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_default_corpus_is_read_from_the_cache(tmp_path, monkeypatch):
+    from scaling.data.corpus import default_corpus_dir
+    from scaling.data.inputs import text_files
+    from scaling.data.prepare import prepare
+
+    monkeypatch.setenv("DELTAMUP_DATA", str(tmp_path))
+    where = default_corpus_dir()
+    assert where.parent == tmp_path and where == default_corpus_dir() != default_corpus_dir("bpe")
+    (tmp_path / "a.txt").write_text("cached corpus " * 300)
+    prepare(text_files([str(tmp_path / "a.txt")]), where, progress=False)  # stands in for the full build
+    task = get_task("corpus")
+    x, _ = next(task.train_batches(1, 20, seed=0))
+    assert task.vocab_size == 256 and bytes(x[0].tolist()).decode() in "cached corpus " * 300

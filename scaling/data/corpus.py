@@ -16,12 +16,12 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import Batch, register_task
 from .inputs import default_corpus, expand, user_inputs
 from .prepare import MANIFEST, TOKENS, prepare, read_manifest
-from .sources import DEFAULT_SOURCES, find_source
+from .sources import DEFAULT_SOURCES, source_version
 from .tokens import Split, holdout, open_tokens
 
 VAL_SEED_OFFSET = 1_000_003
@@ -36,18 +36,16 @@ def build_key(what: dict) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def default_corpus_dir(tokenizer: str = "bytes", vocab_size: int = 8192,
-                       sources: tuple[str, ...] = DEFAULT_SOURCES, max_files: int | None = None) -> Path:
-    """Where the default corpus with these options lives in the cache (keyed by the sources' versions)."""
-    versions = [(s, find_source(s).version) for s in sources]
-    bpe = f"-{vocab_size}" if tokenizer == "bpe" else ""
-    key = build_key({"sources": versions, "tokenizer": tokenizer, "vocab": vocab_size, "max_files": max_files})
-    return cache_root() / f"default-{tokenizer}{bpe}-{key}"
+def default_corpus_dir(tokenizer: str = "bytes", vocab_size: int = 8192) -> Path:
+    """Where the default corpus with this tokenizer lives in the cache (keyed by the sources' versions)."""
+    versions = [(s, source_version(s)) for s in DEFAULT_SOURCES]
+    key = build_key({"sources": versions, "tokenizer": tokenizer, "vocab": vocab_size})
+    return cache_root() / f"default-{tokenizer}{'-' + str(vocab_size) if tokenizer == 'bpe' else ''}-{key}"
 
 
-def ensure_prepared(directory: Path, build) -> Path:
-    """The directory, built by build(directory) first if it holds no manifest (another process may race: both build
-    into private temporary directories and the later rename replaces the earlier, identical result)."""
+def ensure_prepared(directory: Path, build: Callable[[Path], object]) -> Path:
+    """The directory, built by build(directory) first if it holds no manifest. Processes that race each build
+    into a private temporary directory; the first rename wins and the others keep its (identical) result."""
     if not (directory / MANIFEST).exists():
         build(directory)
     return directory

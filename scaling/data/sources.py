@@ -49,5 +49,15 @@ def distribution_source(name: str) -> Source:
     return Source(name, dist.version, root, tuple(f for f in files if (root / f).is_file()))
 
 
+def source_version(name: str) -> str:
+    """The version a source has here, without listing its files; ValueError if it is not installed."""
+    if name == "stdlib":
+        return platform.python_version()
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        raise ValueError(f"corpus source {name!r} is not installed (pip install {name})") from None
+
+
 def find_source(name: str) -> Source:
     return stdlib_source() if name == "stdlib" else distribution_source(name)

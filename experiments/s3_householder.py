@@ -1,0 +1,95 @@
+"""S3 word problem, one layer: DeltaProduct with n_h = 2 Householder factors and β ∈ [0, 2] against n_h = 1
+(DeltaNet with negative eigenvalues) and against n_h = 2 with β ∈ [0, 1], same budget, several seeds.
+
+The DeltaProduct paper (§5.1, Fig. 3) finds that in one layer S3 needs n_h ≥ 2 *and* β ∈ [0, 2]. This script is the
+CPU-sized check of that claim with the project's model, parametrization (SP) and training loop:
+
+    PYTHONPATH=. python experiments/s3_householder.py | tee experiments/results/s3_householder.txt
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+from models import ModelConfig, build_model
+from scaling.data import get_task
+from scaling.train import TrainConfig, train
+
+VARIANTS = {  # label: (householder, allow_neg_eigval)
+    "n_h=1 β∈[0,2]": (1, True),
+    "n_h=2 β∈[0,1]": (2, False),
+    "n_h=2 β∈[0,2]": (2, True),
+}
+
+
+def run(label: str, seed: int, args: argparse.Namespace) -> dict[str, float]:
+    householder, neg = VARIANTS[label]
+    task = get_task({"name": "s3", "test_length": args.test_length, "report_lengths": report_lengths(args)})
+    config = ModelConfig(kind="deltaproduct", householder=householder, allow_neg_eigval=neg, gated=False,
+                         depth=1, width=args.width, heads=args.heads, vocab_size=task.vocab_size,
+                         base_width=args.width, tie_embeddings=args.tied)
+    model = build_model(config, "sp", seed=seed)
+    train_config = TrainConfig(lr=args.lr, steps=args.steps, warmup_steps=args.steps // 20, weight_decay=0.0,
+                               seed=seed, log_every=50)
+    start = time.perf_counter()
+    result = train(model, "sp", train_config, task.train_batches(args.batch_size, args.seq_len, seed),
+                   on_log=lambda step, rows: print(f"  {label} seed {seed} step {step + 1} loss {rows[-1][1]:.3f}",
+                                                   file=sys.stderr, flush=True))
+    metrics = task.evaluate(model, "cpu", seed=seed)
+    return {"loss": result.final_loss, **metrics, "minutes": (time.perf_counter() - start) / 60}
+
+
+def report_lengths(args: argparse.Namespace) -> tuple[int, ...]:
+    return tuple(sorted({args.seq_len, min(2 * args.seq_len, args.test_length), args.test_length}))
+
+
+def run_job(job: tuple[str, int, argparse.Namespace]) -> dict[str, float]:
+    torch.set_num_threads(1)
+    return run(*job)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=32)
+    p.add_argument("--test-length", type=int, default=128)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--tied", action="store_true", help="tied embeddings (default: a separate readout matrix)")
+    p.add_argument("--variants", default=";".join(VARIANTS), help="semicolon-separated labels")
+    p.add_argument("--jobs", type=int, default=3, help="runs in parallel, one thread each")
+    args = p.parse_args()
+    labels = args.variants.split(";")
+    unknown = [label for label in labels if label not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    print(f"# S3 word problem, 1 layer, width {args.width}, {args.heads} heads, no gate, "
+          f"{'tied' if args.tied else 'untied'} embeddings, SP, AdamW lr {args.lr}, "
+          f"{args.steps} steps × {args.batch_size} words of length {args.seq_len} (cosine, 5% warm-up); "
+          f"test on 256 words of length {args.test_length}; chance = 1/6 = 0.167", flush=True)
+    jobs = [(label, seed, args) for seed in range(args.seeds) for label in labels]
+    rows: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for (label, seed, _), row in zip(jobs, pool.map(run_job, jobs)):
+            rows[label].append(row)
+            print(f"{label}  seed {seed}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
+    t = args.seq_len
+    print(f"\n{'variant':<16} mean acc@{t}  mean acc@{args.test_length}  seeds with seq_acc@{t} > 0.9")
+    for label in labels:
+        accs = [r[f"acc@{t}"] for r in rows[label]]
+        longer = [r[f"acc@{args.test_length}"] for r in rows[label]]
+        solved = sum(r[f"seq_acc@{t}"] > 0.9 for r in rows[label])
+        print(f"{label:<16} {statistics.mean(accs):>11.3f}  {statistics.mean(longer):>12.3f}  "
+              f"{solved}/{len(accs)}")
+
+
+if __name__ == "__main__":
+    main()
