@@ -171,6 +171,9 @@ def plot(coords: "pl.DataFrame", path: Path, title: str) -> None:
                         label=probe)
         ax.set(xscale="log", yscale="log", title="t = 0: RMS(x_0)" if step == 0 else f"t = {step}: RMS(x_t − x_0)",
                xlabel="width")
+        widths = sorted(coords["width"].unique().to_list())
+        ax.minorticks_off()
+        ax.set_xticks(widths, [str(w) for w in widths], rotation=45, fontsize=7)
     axes[0][0].set_ylabel("RMS")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
@@ -180,11 +183,16 @@ def plot(coords: "pl.DataFrame", path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write(check: CoordCheck, coords: "pl.DataFrame", slopes: "pl.DataFrame", out: Path) -> None:
+def write(check: CoordCheck, coords: "pl.DataFrame", slopes: "pl.DataFrame", out: Path,
+          measured_on: str | None = None) -> None:
+    """coords.parquet, slopes.csv and coords.png in `out`; measured_on names the machine in the plot's title
+    (default: this check's device and precision)."""
     out.mkdir(parents=True, exist_ok=True)
     coords.write_parquet(out / "coords.parquet")
     slopes.write_csv(out / "slopes.csv")
-    precision = "bf16" if (check.bf16 and check.torch_device.type == "cuda") else "fp32"
+    if measured_on is None:
+        precision = "bf16" if (check.bf16 and check.torch_device.type == "cuda") else "fp32"
+        measured_on = f"{check.torch_device.type} {precision}"
     title = (f"{check.model.kind} · {check.parametrization} · {check.optimizer} · lr {check.base_lr:g} · "
-             f"depth {check.model.depth} · {check.torch_device.type} {precision}")
+             f"depth {check.model.depth} · {measured_on}")
     plot(coords, out / "coords.png", title)

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     coords = pl.read_parquet(args.from_coords) if args.from_coords else coord_check.run(check, progress)
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer)
-    coord_check.write(check, coords, slopes, out)
+    coord_check.write(check, coords, slopes, out,
+                      measured_on=f"measured elsewhere ({Path(args.from_coords).parent.name})" if args.from_coords else None)
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(slopes.pivot(on="step", index="probe", values="slope").sort("probe"))
     judged = slopes.filter(pl.col("ok").is_not_null())
