@@ -37,14 +37,14 @@ def resolve_backend(backend: str, device_type: str) -> Callable[..., tuple[Tenso
         raise ValueError(f"unknown kernel backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "recurrent":
         return recurrent_gated_delta_rule
-    if backend == "torch":
+    if backend == "torch" or (backend == "auto" and device_type != "cuda"):
         return chunk_gated_delta_rule_torch
     triton_rule = _triton_rule()
     if backend == "triton":
         if triton_rule is None:
             raise ValueError("backend='triton' requested but kernels.triton is not available")
         return triton_rule
-    return triton_rule if (triton_rule is not None and device_type == "cuda") else chunk_gated_delta_rule_torch
+    return triton_rule if triton_rule is not None else chunk_gated_delta_rule_torch
 
 
 def chunk_gated_delta_rule(

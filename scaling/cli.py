@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("scaling.commands.describe", "scaling.commands.coord_check")
+COMMAND_MODULES = ("scaling.commands.describe", "scaling.commands.coord_check", "scaling.commands.quickstart")
 OPTIONAL_COMMAND_MODULES = ("sweeps.cli", "reports.cli", "scaling.data.cli", "scaling.tasks.cli")
 
 
