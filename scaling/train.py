@@ -103,6 +103,7 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     """Trains `config.steps` steps. Every `log_every` steps the losses are synced, checked (a non-finite loss ends
     training with diverged=True) and handed to on_log(step, new_rows)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
+    torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
     result, pending = TrainResult(), []
     start = time.perf_counter()
