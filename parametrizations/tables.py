@@ -16,7 +16,8 @@ SIGMA = 0.02  # the base init std of every normally initialised matrix (GPT-2 / 
 
 # Probe predictions shared by the µP-type tables (docs/theory.md derives each; bands are where a measurement at
 # widths 128…1024 may fall given the finite-width correction the theory names).
-UNIT_VECTOR = exact(-0.5)                           # L2-normalised q, k: coordinates dk^-1/2 by construction
+UNIT_VECTOR = Slope(-0.5, -0.5, below=0.4)          # L2-normalised q, k: size dk^-1/2 by construction; the change
+                                                    # is dk^-1/2 × a Θ(1) angle with O(d^-1/2) corrections
 STATE = Slope(-0.5, -0.5, above=0.25)               # S ~ Σ β k vᵀ over T_eff tokens: dk^-1/2 while T_eff ≪ dk
 THETA_1 = Slope(0.0, 0.0, below=0.4)                # Θ(1), with O(d^-1/2) random-init cross terms at finite width
 LOGITS = Slope(-0.5, 0.0, below=0.6)                # init E₀h/m ~ d^-1/2; change ΔE·h/m Θ(1) + E₀·Δh/m ~ d^-1/2
