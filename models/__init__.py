@@ -1,6 +1,8 @@
 """Delta-rule language models: ModelConfig, build_model, and the role tags every parameter carries."""
 from __future__ import annotations
 
+import torch
+
 from .config import KINDS, ModelConfig, Multipliers
 from .lm import DeltaLM
 from .roles import Role, role_of, tagged
@@ -16,15 +18,9 @@ def build_model(config: ModelConfig, parametrization: str = "sp", optimizer: str
     p = parametrizations.get(parametrization)
     parametrizations.check_optimizer(optimizer)
     if seed is not None:
-        torch_seed(seed)
+        torch.manual_seed(seed)
     model = DeltaLM(config, parametrizations.multipliers(p, optimizer, config.width_mult, config.width))
     return parametrizations.initialize(model, p, optimizer)
-
-
-def torch_seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
 
 
 __all__ = ["KINDS", "ModelConfig", "Multipliers", "DeltaLM", "Role", "role_of", "tagged", "build_model"]

@@ -1,9 +1,9 @@
 """The language model: embedding → depth × [x + mixer(norm(x)); x + SwiGLU(norm(x))] → norm → readout."""
 from __future__ import annotations
 
-from torch import Tensor, nn
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
 
 from .config import ModelConfig, Multipliers
 from .layers import Linear, RMSNorm, SwiGLU
