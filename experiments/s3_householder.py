@@ -9,6 +9,7 @@ CPU-sized check of that claim with the project's model, parametrization (SP) and
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -71,6 +72,7 @@ def main() -> None:
     unknown = [label for label in labels if label not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    print("# python experiments/s3_householder.py " + shlex.join(sys.argv[1:]))
     print(f"# S3 word problem, 1 layer, width {args.width}, {args.heads} heads, no gate, "
           f"{'tied' if args.tied else 'untied'} embeddings, SP, AdamW lr {args.lr}, "
           f"{args.steps} steps × {args.batch_size} words of length {args.seq_len} (cosine, 5% warm-up); "
