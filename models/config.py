@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 KINDS = ("deltanet", "gdn", "deltaproduct")
 MIN_HEAD_DIM = 4

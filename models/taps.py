@@ -9,7 +9,6 @@ import contextvars
 from contextlib import contextmanager
 from typing import Iterator
 
-import torch
 from torch import Tensor
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("deltamup_recorder", default=None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from models.roles import Role
 
 from .scale import NO_DECAY, d, m
-from .table import FLAT, GROWS, Parametrization, RoleRule, Slope, exact
+from .table import FLAT, GROWS, Parametrization, RoleRule, Slope
 
 SIGMA = 0.02  # the base init std of every normally initialised matrix (GPT-2 / the paper's SP)
 

@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
 from kernels import chunk_gated_delta_product, chunk_gated_delta_rule, recurrent_gated_delta_rule
 from kernels.chunk_torch import chunk_gated_delta_rule_torch
 

@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-import parametrizations
 from models import ModelConfig, Role, build_model, role_of
 from models.taps import record, tap
 

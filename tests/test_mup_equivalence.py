@@ -1,7 +1,6 @@
 """Naive µP (`mup`) is exactly what microsoft/mup does to this model: same per-parameter LR and weight decay,
 same init scale, same logit multiplier."""
 import pytest
-import torch
 
 mup = pytest.importorskip("mup")
 
