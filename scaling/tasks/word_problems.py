@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from scaling.data import Batch, register_task
 
