@@ -39,7 +39,8 @@ SP = Parametrization(
         Role.NORM_GAIN: RoleRule(init=None, lr=1, wd=NO_DECAY),
     },
     expect={opt: {
-        "q": UNIT_VECTOR, "k": UNIT_VECTOR, "v": Slope(0.5, None, grows=True),
+        "q": Slope(-0.5, None), "k": Slope(-0.5, None),  # size by construction; SP promises nothing of the turn
+        "v": Slope(0.5, None, grows=True),
         "alpha_pre": GATE_BLOWUP, "beta_pre": GATE_BLOWUP,
         "mixer_out": GROWS, "mlp_out": GROWS, "logits": Slope(0.5, None, grows=True),
     } for opt in ("adamw", "sgd")},

@@ -10,10 +10,14 @@ WIDTHS = (128, 256, 512, 1024)
 
 # Probe/steps whose slope at these widths falls outside the theory's band, measured (seed 0) and explained in
 # docs/theory.md ("Where the measurement disagrees"). Everything else must agree; a new disagreement fails here.
+# Entries marked "edge" measured inside the band by less than 0.01 (e.g. −0.398 against −0.4): listed so that another
+# CPU's floating-point rounding cannot flip them into a spurious failure.
 KNOWN_DEVIATIONS = {
-    ("gdn", "gdn-mup", "adamw"): {"block1.mlp_out": {2, 3, 4, 5}, "block1.readout": {1}, "block0.beta_pre": {3, 4, 5},
+    ("gdn", "gdn-mup", "adamw"): {"block1.mlp_out": {2, 3, 4, 5}, "block1.readout": {1, 5},  # 5: edge
+                                  "block0.beta_pre": {2, 3, 4, 5},  # 2: edge
                                   "block1.state": {5}},
-    ("gdn", "gdn-mup", "sgd"): {"block1.readout": {1, 2, 3, 4}, "block0.alpha_pre": {2}, "block0.mixer_out": {5}},
+    ("gdn", "gdn-mup", "sgd"): {"block1.readout": {1, 2, 3, 4}, "block0.alpha_pre": {2}, "block0.mixer_out": {5},
+                                "block0.beta_pre": {1}},  # edge
     ("deltaproduct", "gdn-mup", "adamw"): {"block0.mixer_out": {2, 3}, "block1.alpha_pre": {2},
                                            "block1.mlp_out": {3}, "block1.readout": {1}},
 }
