@@ -51,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     import polars as pl
 
-    coords = pl.read_parquet(args.from_coords) if args.from_coords else coord_check.run(check, progress)
+    if args.from_coords:
+        try:
+            coords = pl.read_parquet(args.from_coords)
+        except Exception as e:  # polars raises several kinds for a file that is not parquet
+            raise ValueError(f"--from-coords: {args.from_coords} is not a coords.parquet ({type(e).__name__})") from None
+    else:
+        coords = coord_check.run(check, progress)
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer)
     coord_check.write(check, coords, slopes, out,
                       measured_on=f"measured elsewhere ({Path(args.from_coords).parent.name})" if args.from_coords else None)
