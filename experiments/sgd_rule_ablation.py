@@ -1,0 +1,49 @@
+"""Which GDN-µP SGD rule makes block 0's gates and mixer grow with width? (docs/theory.md, disagreement 3)
+
+Runs the 20-step CPU coordinate check (widths 128…1024, SGD lr 0.03) for GDN-µP and for copies of its table with one
+SGD rule changed, and prints the slopes of the probes concerned. A variant is a copy of the table, never an edit:
+
+    python3 experiments/sgd_rule_ablation.py [variant ...]      # default: all
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import polars as pl
+
+from models import ModelConfig, Role
+from parametrizations import tables
+from parametrizations.scale import m
+from parametrizations.table import RoleRule
+from scaling import coord_check
+
+BASE = tables.GDN_MUP
+VARIANTS = {
+    "gdn-mup": {},
+    "conv+gain LR x1": {Role.CONV: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}),
+                        Role.NORM_GAIN: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}, wd=0.0)},
+    "gate scalars LR x1": {Role.GATE_SCALAR: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}, wd=0.0)},
+    "gate matrices LR x1": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
+                                                       lr={"adamw": 1 / m, "sgd": 1})},
+    "gate matrices LR x1/m": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
+                                                         lr={"adamw": 1 / m, "sgd": 1 / m})},
+}
+PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
+
+
+def main(names: list[str]) -> None:
+    for name in names:
+        variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **VARIANTS[name]})
+        tables.REGISTRY[variant.name] = variant
+        check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=2), variant.name, "sgd", (128, 256, 512, 1024),
+                                       steps=20, device="cpu")
+        slopes = coord_check.fit_slopes(coord_check.run(check), variant.name, "sgd")
+        table = slopes.filter(pl.col("probe").is_in(PROBES) & pl.col("step").is_in([1, 4, 6, 8, 10, 15, 20]))
+        print(f"== {name}")
+        with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+            print(table.pivot(on="step", index="probe", values="slope").with_columns(pl.all().exclude("probe").round(2)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(VARIANTS))
