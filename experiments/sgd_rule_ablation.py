@@ -28,13 +28,22 @@ VARIANTS = {
                                                        lr={"adamw": 1 / m, "sgd": 1})},
     "gate matrices LR x1/m": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
                                                          lr={"adamw": 1 / m, "sgd": 1 / m})},
+    "embedding LR x1": {Role.EMBEDDING: RoleRule(init=BASE.rules[Role.EMBEDDING].init, lr={"adamw": 1, "sgd": 1})},
+    "hidden LR x1/sqrt(m)": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init, lr={"adamw": 1 / m,
+                                                                                       "sgd": m**-0.5})},
+    "no readout multiplier": "readout",
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
 
 
 def main(names: list[str]) -> None:
     for name in names:
-        variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **VARIANTS[name]})
+        change = VARIANTS[name]
+        if change == "readout":  # drop the √d before the output RMSNorm
+            multipliers = {k: v for k, v in BASE.multipliers.items() if k != "readout"}
+            variant = dataclasses.replace(BASE, name=f"ablation: {name}", multipliers=multipliers)
+        else:
+            variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **change})
         tables.REGISTRY[variant.name] = variant
         check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=2), variant.name, "sgd", (128, 256, 512, 1024),
                                        steps=20, device="cpu")
