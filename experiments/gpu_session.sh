@@ -3,7 +3,7 @@
 # finished. Run from the repository root with the bundle (../shared/gpu/make-bundle):
 #   source .devbundle/setup.sh && export PYTHONPATH=$PWD:$PYTHONPATH && OUT=$OUT bash experiments/gpu_session.sh
 #   STAGES="warm cc-bf16 sweep" ... runs only those stages (2026-11-29: call 1 ran warm cc-fp32 triton-vs-torch,
-#   call 2 warm cc-bf16 sweep).
+#   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
 R=${OUT:-out}/r; mkdir -p "$R"
@@ -46,7 +46,7 @@ has triton-vs-torch && timeout 120 python3 experiments/triton_vs_torch.py --widt
 if has sweep; then
   timeout -s INT $(left) python3 -m sweeps sweeps/specs/gdn-adamw.yaml --out "$R/sweep-gdn-adamw" \
     --set task=sample --set steps=${SWEEP_STEPS:-120} --set warmup_steps=12 --set 'parametrizations=[gdn-mup]' \
-    --set 'lrs={log_range: [1.0e-3, 2.0e-2], num: 4}' --progress-every 30 2>&1 | tee "$R/sweep.log"
+    --set 'lrs={log_range: [1.0e-3, 2.0e-2], num: 4}' ${SWEEP_EXTRA:-} --progress-every 30 2>&1 | tee "$R/sweep.log"
 fi
 echo "all done at $(( $(date +%s) - T0 )) s"
 tar -C "${OUT:-out}" -czf "${OUT:-out}/gpu-results.tgz" r && rm -rf "$R"
