@@ -9,7 +9,7 @@ The rules themselves live in parametrizations/tables.py; this module only reads 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import torch
 from torch import nn
@@ -19,6 +19,9 @@ from models.roles import Role, role_of
 
 from .table import OPTIMIZERS, Parametrization, RoleRule, Slope, per_optimizer
 from .tables import REGISTRY
+
+if TYPE_CHECKING:
+    from .export import Export
 
 
 def names() -> list[str]:
@@ -169,7 +172,7 @@ def expected_slope(parametrization: str | Parametrization, optimizer: str, probe
     return get(parametrization).expect.get(optimizer, {}).get(key)
 
 
-def load_export(path: str) -> "export.Export":
+def load_export(path: str) -> "Export":
     """A tuned-hyperparameter export (YAML, JSON or fla config.json) from parametrizations/export.py."""
     from .export import load_export as load
 
@@ -177,4 +180,5 @@ def load_export(path: str) -> "export.Export":
 
 
 __all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "names", "get", "resolve", "multipliers",
-           "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers", "expected_slope", "check_optimizer", "load_export"]
+           "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers", "expected_slope",
+           "check_optimizer", "load_export"]

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 import parametrizations
 
-Batch = tuple[Tensor, Tensor]  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
+from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 
 
 @dataclass(frozen=True)

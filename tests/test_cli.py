@@ -1,4 +1,5 @@
 """The deltamup CLI: describe, coord-check, and one-line errors with exit code 2 for bad input."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,21 +43,13 @@ def test_python_dash_m_entry_point():
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path / "out")) for a in argv]
-    with pytest.raises(SystemExit) if message is None else _nothing():
+    with pytest.raises(SystemExit) if message is None else contextlib.nullcontext():
         code = main(argv)
         assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     if message is not None:
         assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "out" / "coords.parquet").exists()
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_coord_check_writes_its_files_and_check_flag_sets_exit_code(tmp_path, capsys):

@@ -8,7 +8,6 @@ import torch
 from torch import Tensor
 
 SAMPLE = Path(__file__).parent / "assets" / "sample.txt"
-VOCAB_SIZE = 256
 
 
 def sample_tokens() -> Tensor:

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models import taps
+from scaling.data import Batch
 
-Batch = tuple[Tensor, Tensor]
 
 
 @torch.no_grad()
