@@ -107,3 +107,29 @@ def test_half_precision_path():
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float16, True, True)
     assert_close(got, want, 5e-3)
+
+
+def test_prepare_solve_is_exact_inverse():
+    """The prepare kernel's stored T against (I + A)^{-1} in fp64, chunk by chunk: β = 2 on runs of identical keys
+    (A is as far from small as it gets), random gates, a ragged last chunk (100 = 64 + 2·16 + 4 rows)."""
+    from kernels.triton.chunk_fwd import chunk_fwd
+    B, T, H, K, C = 1, 100, 2, 8, 64
+    x = make_inputs(B, T, H, K, K, "random", seed=5)
+    k, beta = x["k"].clone(), x["beta"].clone()
+    k[:, 10:30] = k[:, 10:11]
+    k[:, 70:95] = k[:, 70:71]
+    beta[:, 5:40] = 2.0
+    beta[:, 64:] = 2.0
+    q, k, v, g, beta = (t.float().contiguous() for t in (x["q"], k, x["v"], x["g"], beta))
+    _, _, saved = chunk_fwd(q, k, v, g, beta, 1.0, None, False, True)
+    k, g, beta = k.double(), g.double(), beta.double()  # the reference from the same (fp32) inputs
+    for t0 in range(0, T, C):
+        n = min(C, T - t0)
+        kc, bc = k[0, t0:t0 + n].transpose(0, 1), beta[0, t0:t0 + n].transpose(0, 1)  # [H, n, K], [H, n]
+        G = g[0, t0:t0 + n].transpose(0, 1).cumsum(-1)
+        A = (bc[..., None] * (kc @ kc.transpose(1, 2)) * (G[..., :, None] - G[..., None, :]).exp()).tril(-1)
+        want = torch.linalg.inv(torch.eye(n, dtype=A.dtype, device=A.device) + A)
+        got = saved["Tinv"][0, t0:t0 + n].transpose(0, 1).double()  # [H, n, C]
+        assert not got[..., n:].any()
+        err = ((got[..., :n] - want).norm() / want.norm()).item()
+        assert err < 1e-5, f"chunk at {t0}: relative error {err:.2e}"
