@@ -44,9 +44,15 @@ class ShortConv(nn.Module):
         nn.init.uniform_(self.weight, -kernel_size ** -0.5, kernel_size ** -0.5)  # PyTorch's Conv1d default
 
     def forward(self, x: Tensor) -> Tensor:
-        K = self.weight.shape[-1]
-        y = F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), self.weight, groups=x.shape[-1])
-        return F.silu(y.transpose(1, 2))
+        # y_t = Σ_j w_j x_{t−K+1+j}: K shifted products instead of conv1d's two transposes, so that torch.compile
+        # fuses the convolution, the SiLU and what follows into one elementwise kernel
+        # (fp32 accumulation: w is fp32 even under autocast)
+        K, T = self.weight.shape[-1], x.shape[1]
+        w, padded = self.weight[:, 0, :], F.pad(x, (0, 0, K - 1, 0))
+        y = padded[:, :T] * w[:, 0]
+        for j in range(1, K):
+            y = y + padded[:, j:j + T] * w[:, j]
+        return F.silu(y).to(x.dtype)
 
 
 class SwiGLU(nn.Module):

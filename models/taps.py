@@ -1,6 +1,6 @@
 """Probes ("taps"): named points in the forward pass whose sizes the coordinate check records.
 
-Model code calls `tap(name, x)`; it does nothing unless a `Recorder` is active. Every call is recorded, so a
+Model code calls `tap(name, x)`; it does nothing unless a `Recorder` is active (never inside torch.compile). Every call is recorded, so a
 module used twice in one forward shows both calls (`name`, `name#2`) instead of hiding the first.
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ import contextvars
 from contextlib import contextmanager
 from typing import Iterator
 
+import torch
 from torch import Tensor
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("deltamup_recorder", default=None)
@@ -29,13 +30,15 @@ class Recorder:
 
 
 def tap(name: str, x: Tensor) -> None:
+    if torch.compiler.is_compiling():
+        return
     recorder = _active.get()
     if recorder is not None:
         recorder.record(name, x)
 
 
 def recording() -> bool:
-    return _active.get() is not None
+    return not torch.compiler.is_compiling() and _active.get() is not None
 
 
 @contextmanager

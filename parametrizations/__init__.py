@@ -126,7 +126,8 @@ def build_optimizer(model: nn.Module, parametrization: str | Parametrization, op
     m_, d_ = _model_scale(model, width_mult, width)
     groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles)
     if optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        fused = all(p.is_cuda for p in model.parameters())  # one kernel for every parameter's update
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
     return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
                            weight_decay=weight_decay)
 

@@ -32,6 +32,7 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True               # autocast to bf16 on CUDA (ignored on CPU)
     log_every: int = 10             # losses are synced to the host (and checked for divergence) this often
+    compile: bool = False           # torch.compile model + cross-entropy as one graph (the Triton kernels stay opaque)
 
     def __post_init__(self) -> None:
         parametrizations.check_optimizer(self.optimizer)
@@ -62,6 +63,13 @@ def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
     with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_bf16):
         logits = model(inputs)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def loss_function(config: TrainConfig) -> Callable[[nn.Module, Batch], Tensor]:
+    """(model, batch) -> mean next-token loss at this config's precision; compiled if config.compile."""
+    def loss(model: nn.Module, batch: Batch) -> Tensor:
+        return lm_loss(model, batch, config.bf16)
+    return torch.compile(loss) if config.compile else loss
 
 
 def make_optimizer(model: nn.Module, parametrization: str, config: TrainConfig) -> torch.optim.Optimizer:
@@ -105,11 +113,12 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
+    loss_fn = loss_function(config)
     result, pending = TrainResult(), []
     start = time.perf_counter()
     for step in range(config.steps):
         inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
-        loss = lm_loss(model, (inputs, targets), config.bf16)
+        loss = loss_fn(model, (inputs, targets))
         pending.append((step, loss.detach(), lr_factor(step, config)))
         result.tokens += inputs.numel()
         result.steps = step + 1

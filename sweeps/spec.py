@@ -37,7 +37,7 @@ from models import ModelConfig
 from scaling.train import TrainConfig
 
 TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
-              "nesterov", "bf16", "log_every")
+              "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
 SEARCHES = ("grid", "optuna")
 
@@ -114,7 +114,6 @@ class SweepSpec:
     failure: FailureSpec = FailureSpec()
     search: str = "grid"
     optuna: OptunaSpec = OptunaSpec()
-    compile: bool = False            # torch.compile the model in each trial
     max_concurrent: int | None = None
 
     def model_config(self, width: int) -> ModelConfig:

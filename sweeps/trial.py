@@ -32,8 +32,7 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
     return {"trial_id": point.key, "phase": phase, "out": str(Path(out).resolve()), "run": run,
             "point": dataclasses.asdict(point), "model": spec.model_config(point.width).to_dict(),
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
-            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval), "retries": spec.failure.retries,
-            "compile": spec.compile}
+            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval), "retries": spec.failure.retries}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -88,18 +87,17 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device,
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
                         seed=point["seed"]).to(device)
     params = sum(p.numel() for p in model.parameters())
-    net = torch.compile(model) if cfg["compile"] else model
     task = get_task(cfg["task"])
     train_config = TrainConfig(**{**cfg["train"], "betas": tuple(cfg["train"]["betas"])})
     batches = task.train_batches(cfg["batch_size"], cfg["seq_len"], point["seed"])
-    result = train(net, point["parametrization"], train_config, batches, device=device,
+    result = train(model, point["parametrization"], train_config, batches, device=device,
                    on_log=lambda step, rows: report(step, rows[-1][1]))
     if result.diverged:
         return result, None, params, {}
     eval_size = cfg["eval"]["batch_size"] or cfg["batch_size"]
     val = task.val_batches(eval_size, cfg["seq_len"], cfg["eval"]["batches"], seed=0)  # the same for every trial
-    metrics = task.evaluate(net, device, seed=0) if hasattr(task, "evaluate") else {}
-    return result, validation_loss(net, val, train_config.bf16, device), params, metrics
+    metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
+    return result, validation_loss(model, val, train_config.bf16, device), params, metrics
 
 
 @torch.no_grad()

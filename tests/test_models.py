@@ -100,3 +100,23 @@ def test_divergence_is_detected():
     result = train(model, "sp", TrainConfig(optimizer="sgd", lr=1e6, steps=40, grad_clip=None, log_every=5),
                    get_task("sample").train_batches(2, 16, seed=0))
     assert result.diverged and result.diverged_step is not None and result.steps < 40
+
+
+def test_compiled_loss_matches_eager_and_skips_probes():
+    """TrainConfig(compile=True): model + cross-entropy through torch.compile give the eager loss and gradients;
+    probes are off inside the compiled graph (a Recorder around it sees nothing, and nothing breaks)."""
+    from scaling.train import TrainConfig, lm_loss, loss_function
+
+    model = build_model(ModelConfig(width=32, depth=1, heads=2), "gdn-mup", seed=0)
+    batch = (torch.randint(0, 256, (2, 24)), torch.randint(0, 256, (2, 24)))
+    with record() as recorder:
+        compiled = loss_function(TrainConfig(compile=True))(model, batch)
+    compiled.backward()
+    compiled_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    eager = lm_loss(model, batch)
+    eager.backward()
+    assert recorder.tensors == {}
+    assert torch.allclose(compiled, eager, rtol=1e-5)
+    for p, g in zip(model.parameters(), compiled_grads):
+        assert torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,144 @@
+"""Whole-model training throughput on a GPU: this project's Gated DeltaNet (eager and torch.compile) against the
+same model built from fla 0.6.0's layers (GatedDeltaNetForCausalLM, with its fused RMSNorm, SwiGLU and
+cross-entropy), in one run, on the same random tokens.
+
+Default shape: the kernels issue's — width 1024, 8 layers, 6 heads (K 128, V 256), MLP ⌈8d/3⌉ = 2731, vocab 50304,
+tied embeddings, batch 16 × 1024. Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3,
+wd 0.1), gradient clipping at 1.0. fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step
+times the work, not a verified gradient.
+
+    python3 experiments/model_throughput.py --variants ours ours-compile fla --out throughput.json
+
+Prints one row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
+parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens), peak memory,
+seconds to the first step (compilation, autotuning), and the loss at the first and last timed step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from models import ModelConfig, build_model
+from scaling.train import TrainConfig, loss_function, make_optimizer
+
+StepFn = Callable[[Tensor, Tensor], Tensor]
+
+
+def ours(args: argparse.Namespace, compile: bool) -> tuple[nn.Module, StepFn]:
+    config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
+                         vocab_size=args.vocab, tie_embeddings=True)
+    model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
+    train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=compile)
+    loss_fn, optimizer = loss_function(train_config), make_optimizer(model, "gdn-mup", train_config)
+
+    def step(inputs: Tensor, targets: Tensor) -> Tensor:
+        loss = loss_fn(model, (inputs, targets))
+        return update(model, optimizer, loss)
+    return model, step
+
+
+def fla(args: argparse.Namespace) -> tuple[nn.Module, StepFn]:
+    import fla.ops.common.chunk_o
+    from fla.models import GatedDeltaNetConfig, GatedDeltaNetForCausalLM
+
+    fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True  # bypass the Hopper guard (fla issue 640): times the work
+    config = GatedDeltaNetConfig(hidden_size=args.width, num_hidden_layers=args.depth, num_heads=args.heads,
+                                 head_dim=round(0.75 * args.width / args.heads), expand_v=2.0,
+                                 intermediate_size=-(-8 * args.width // 3), vocab_size=args.vocab,
+                                 tie_word_embeddings=True, use_short_conv=True, conv_size=4)
+    model = GatedDeltaNetForCausalLM(config).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+    def step(inputs: Tensor, targets: Tensor) -> Tensor:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=inputs, labels=targets).loss
+        return update(model, optimizer, loss)
+    return model, step
+
+
+def update(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor) -> Tensor:
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.detach()
+
+
+def measure(name: str, args: argparse.Namespace) -> dict:
+    torch.manual_seed(0)
+    model, step = fla(args) if name == "fla" else ours(args, compile=name == "ours-compile")
+    params = sum(p.numel() for p in model.parameters())
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    tokens = torch.randint(0, args.vocab, (args.warmup + args.steps, args.batch, args.seq_len + 1),
+                           device="cuda", generator=gen)
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    losses, times = [], []
+    for i in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        loss = step(tokens[i, :, :-1], tokens[i, :, 1:])
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        if i == 0:
+            first = time.perf_counter() - start
+    ms = 1e3 * statistics.median(times[args.warmup:])
+    n_tokens = args.batch * args.seq_len
+    return {"variant": name, "params": params, "ms_per_step": ms, "tokens_per_s": n_tokens / ms * 1e3,
+            "tflops": 6 * params * n_tokens / ms * 1e-9, "peak_gb": torch.cuda.max_memory_allocated() / 2**30,
+            "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | peak GiB | first step s | loss first → last |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | {r['error']} | | | | | | |")
+            continue
+        lines.append(f"| {r['variant']} | {r['params'] / 1e6:.1f}M | {r['ms_per_step']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {r['peak_gb']:.1f} | {r['first_step_s']:.0f} | "
+                     f"{r['loss_first']:.3f} → {r['loss_last']:.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"],
+                   choices=["ours", "ours-compile", "fla"])
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--depth", type=int, default=8)
+    p.add_argument("--heads", type=int, default=6)
+    p.add_argument("--vocab", type=int, default=50304)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation, autotuning, caches)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps")
+    p.add_argument("--out", help="also write the rows as JSON here")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("model_throughput: needs a CUDA GPU")
+    rows = []
+    for name in args.variants:
+        try:
+            rows.append(measure(name, args))
+        except Exception as e:  # one variant failing (fla on an unsupported stack) keeps the others
+            rows.append({"variant": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"})
+        print(json.dumps(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "rows": rows}, f, indent=1)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
