@@ -56,5 +56,15 @@ if has sweep; then
     --set task=sample --set steps=${SWEEP_STEPS:-120} --set warmup_steps=12 --set 'parametrizations=[gdn-mup]' \
     --set 'lrs={log_range: [1.0e-3, 2.0e-2], num: 4}' ${SWEEP_EXTRA:-} --progress-every 30 2>&1 | tee "$R/sweep.log"
 fi
+# A study of issue 7 (reports/study/$STUDY.yaml), resumed from its committed directory, on the corpus prepared on
+# the CPU machine (.gpu/corpus.tar.xz, made by `tar -C /tmp -cJf .gpu/corpus.tar.xz corpus` from the cache).
+if has study; then
+  mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz
+  D="$R/study-$STUDY"; mkdir -p "$D"
+  [ -d "results/sweeps/study-$STUDY" ] && cp -r "results/sweeps/study-$STUDY/." "$D/"
+  timeout -s INT $(left) python3 -m sweeps "reports/study/$STUDY.yaml" --out "$D" --resume \
+    --set task.path=/tmp/deltamup/corpus ${STUDY_EXTRA:-} --progress-every 30 2>&1 | tee "$R/study.log"
+  rm -rf "$D/ray" "$D/driver.lock"
+fi
 echo "all done at $(( $(date +%s) - T0 )) s"
 tar -C "${OUT:-out}" -czf "${OUT:-out}/gpu-results.tgz" r && rm -rf "$R"
