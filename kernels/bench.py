@@ -236,6 +236,8 @@ def earlier_fla(path: str) -> dict[str, list[float] | str]:
     out: dict[str, list[float] | str] = {}
     with open(path) as f:
         for line in f:
+            if out and not line.startswith("|"):
+                break  # the first table only (later tables of the file have other columns)
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cells) >= 5 and cells[0] in shapes:
                 try:
