@@ -31,7 +31,7 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
     if best["bound"] and not allow_bound:
         raise ValueError(f"the optimum at width {tuned_width} is on the {best['edge']} edge of the LR grid "
                          f"({best['best_lr']:g}): a bound, not a value. Extend the grid, or pass --allow-bound")
-    spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec})
+    spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec}, open_task=False)
     train = dict(spec.train)
     weight_decay = float(train.pop("weight_decay", 0.0))
     spec_file = analysis.sweep.path / "spec.yaml"

@@ -101,7 +101,7 @@ def expand_grid(spec: dict) -> pl.DataFrame:
     a malformed spec raises its SpecError (a ValueError naming the field)."""
     from sweeps.spec import parse
 
-    points = parse({"name": "sweep", **spec}).grid()
+    points = parse({"name": "sweep", **spec}, open_task=False).grid()
     return pl.DataFrame([dict(parametrization=p.parametrization, optimizer=p.optimizer, width=p.width, lr=p.lr,
                               seed=p.seed) for p in points],
                         schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,

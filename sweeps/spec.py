@@ -167,8 +167,9 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         raise ValueError(f"--set {key}: value {text!r} is not valid YAML") from None
 
 
-def parse(raw: dict[str, Any]) -> SweepSpec:
-    """A checked SweepSpec from plain data (a parsed YAML file)."""
+def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
+    """A checked SweepSpec from plain data (a parsed YAML file). open_task=False reads a spec as run (which records
+    model.vocab_size) without needing the task's data on this machine, e.g. to report a sweep run elsewhere."""
     known = {f.name for f in dataclasses.fields(SweepSpec)} - {"train"} | set(TRAIN_KEYS)
     for key in raw:
         if key not in known:
@@ -191,7 +192,7 @@ def parse(raw: dict[str, Any]) -> SweepSpec:
             raise SpecError(key, "required")
     spec = SweepSpec(**values)
     _check(spec)
-    return _with_task_vocab(spec)
+    return _with_task_vocab(spec) if open_task else spec
 
 
 def _with_task_vocab(spec: SweepSpec) -> SweepSpec:

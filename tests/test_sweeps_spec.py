@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from models import ModelConfig
+from sweeps.spec import SpecError, parse
 from scaling.cli import main
 from sweeps import packing, spec as specs
 from sweeps import store
@@ -123,3 +124,13 @@ def test_trials_get_the_mean_utilisation_of_their_own_gpus_while_they_ran(tmp_pa
 
     rows = {r["trial_id"]: r["gpu_util"] for r in pq.read_table(tmp_path / "trials.parquet").to_pylist()}
     assert rows == {"a": 50.0, "b": None}  # GPU 0's samples at t = 10 and 12
+
+
+def test_a_spec_as_run_elsewhere_parses_without_its_data(tmp_path):
+    """Reports read a sweep's spec.yaml on another machine: the task's data need not exist there, but running it
+    (open_task=True, the default) still fails with the field named."""
+    raw = {"widths": [32], "lrs": [1e-3], "steps": 2, "model": {"kind": "gdn", "vocab_size": 256},
+           "task": {"name": "corpus", "path": str(tmp_path / "elsewhere")}}
+    assert parse(raw, open_task=False).grid()[0].width == 32
+    with pytest.raises(SpecError, match="'task'"):
+        parse(raw)
