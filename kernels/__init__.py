@@ -31,6 +31,11 @@ def _triton_rule() -> Callable[..., tuple[Tensor, Tensor | None]] | None:
     return chunk_gated_delta_rule_triton
 
 
+def _triton_product() -> Callable[..., tuple[Tensor, Tensor | None]]:
+    from .triton import chunk_gated_delta_product_triton
+    return chunk_gated_delta_product_triton
+
+
 def resolve_backend(backend: str, device_type: str) -> Callable[..., tuple[Tensor, Tensor | None]]:
     """The gated-delta-rule implementation that `backend` names for tensors on `device_type`."""
     if backend not in BACKENDS:
@@ -79,8 +84,13 @@ def chunk_gated_delta_product(
     backend: str = "auto",
 ) -> tuple[Tensor, Tensor | None]:
     """Gated DeltaProduct_{n_h}: q [B, T, H, K]; k [B, T·n_h, H, K]; v [B, T·n_h, H, V]; g [B, T, H] or None;
-    beta [B, T·n_h, H]. Returns o [B, T, H, V] and the state after the last micro-step, or None."""
+    beta [B, T·n_h, H]. Returns o [B, T, H, V] and the state after the last micro-step, or None. The Triton backend
+    runs the interleaved sequence in its kernels (no interleaved copies); the others through delta_product."""
     rule = resolve_backend(backend, q.device.type)
+    if rule is _triton_rule():
+        return _triton_product()(q, k, v, g, beta, num_householder, scale=scale, initial_state=initial_state,
+                                 output_final_state=output_final_state,
+                                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     return gated_delta_product(rule, q, k, v, g, beta, num_householder, scale=scale, initial_state=initial_state,
                                output_final_state=output_final_state,
                                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)

@@ -9,6 +9,13 @@ from typing import Callable
 from torch import Tensor
 
 
+def check_micro_steps(q: Tensor, k: Tensor, num_householder: int) -> None:
+    """Raise unless k has num_householder ≥ 1 micro-steps for each of q's tokens."""
+    T = q.shape[1]
+    if num_householder < 1 or k.shape[1] != T * num_householder:
+        raise ValueError(f"k has {k.shape[1]} steps; expected T·num_householder = {T} · {num_householder}")
+
+
 def interleave_delta_product(
     q: Tensor, k: Tensor, g: Tensor | None, num_householder: int
 ) -> tuple[Tensor, Tensor | None]:
@@ -16,8 +23,7 @@ def interleave_delta_product(
     g [B, T, H] -> [B, T·n_h, H] (g at each token's first micro-step, 0 elsewhere). k must be [B, T·n_h, H, K]."""
     B, T, H, K = q.shape
     n = num_householder
-    if k.shape[1] != T * n:
-        raise ValueError(f"k has {k.shape[1]} steps; expected T·num_householder = {T * n}")
+    check_micro_steps(q, k, n)
     q_long = q.new_zeros(B, T, n, H, K)
     q_long[:, :, -1] = q
     g_long = None

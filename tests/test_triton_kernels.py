@@ -3,7 +3,7 @@
 On a CPU they run under TRITON_INTERPRET=1 (set here before triton is imported), on tiny shapes: several chunks with
 a ragged last one, head dims that are not powers of two, K > 64 (several K blocks; up to four state blocks, wider
 ones beyond K = 256), g None / exactly 0 / random, β up to 2, initial and final state, the fused q/k L2 norm,
-DeltaProduct n_h = 2 (with the L2 norm).
+DeltaProduct n_h = 2, 3, 4 (gated or not, chunks that end mid-token).
 """
 from __future__ import annotations
 
@@ -78,21 +78,40 @@ def test_l2norm_in_kernel():
     assert_close(got, want, 1e-4)
 
 
-@pytest.mark.parametrize("gate", ["random", "none"])
-def test_delta_product_n2(gate):
-    B, T, H, K, V, n = 1, 35, 2, 16, 16, 2
-    x = make_inputs(B, T * n, H, K, V, gate, seed=3)
+def delta_product(backend: str, n: int):
+    return lambda q, k, v, g, beta, **kw: kernels.chunk_gated_delta_product(q, k, v, g, beta, n, backend=backend, **kw)
+
+
+@pytest.mark.parametrize("n,T,gate,l2", [
+    (2, 35, "random", True),
+    (2, 35, "none", False),
+    (3, 45, "random", True),    # 135 micro-rows: chunks end mid-token (64 = 21·3 + 1, 128 = 42·3 + 2), ragged last
+    (3, 25, "none", False),
+    (4, 20, "random", False),
+    (4, 17, "none", True),
+])
+def test_delta_product(n, T, gate, l2):
+    """DeltaProduct_n in the Triton kernels (q, g, o, do, dq, dg never interleaved) against the interleaved fp64
+    recurrence: output, final state and the gradients of q, k, v, g, β and the initial state."""
+    B, H, K, V = 1, 2, 16, 16
+    x = make_inputs(B, T * n, H, K, V, gate, seed=3 + n)
     x["q"] = x["q"][:, :T]
     if x["g"] is not None:
         x["g"] = x["g"][:, :T]
-
-    def product(backend):
-        return lambda q, k, v, g, beta, **kw: kernels.chunk_gated_delta_product(q, k, v, g, beta, n, backend=backend,
-                                                                                  **kw)
-
-    want = run(product("recurrent"), x, torch.float64, True, True, l2=True)
-    got = run(product("triton"), x, torch.float32, True, True, l2=True)
+    want = run(delta_product("recurrent", n), x, torch.float64, True, True, l2=l2)
+    got = run(delta_product("triton", n), x, torch.float32, True, True, l2=l2)
     assert_close(got, want, 1e-4)
+
+
+def test_delta_product_triton_does_not_interleave(monkeypatch):
+    """The Triton backend runs DeltaProduct in its kernels, not through the generic interleave."""
+    def fail(*args, **kwargs):
+        raise AssertionError("generic interleave used")
+
+    monkeypatch.setattr(kernels, "gated_delta_product", fail)
+    x = make_inputs(1, 6, 1, 8, 8, "random")
+    o, _ = delta_product("triton", 3)(x["q"][:, :2], x["k"], x["v"], x["g"][:, :2], x["beta"])
+    assert o.shape == (1, 2, 1, 8)
 
 
 def test_dispatch():

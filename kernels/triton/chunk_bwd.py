@@ -7,6 +7,9 @@ With dh' the gradient of the state after a chunk, Kd = K ⊙ e^{G_C − G}, Qg =
     dq = scale (do hᵀ) ⊙ e^G + (scale do v_newᵀ ⊙ D) K;  dk = (v_new dh'ᵀ) ⊙ e^{G_C − G} + (…)ᵀ Q;  dw = −dv_new hᵀ
     dT = dw (β e^G K)ᵀ + dv_new (β V)ᵀ,  dA = −Tᵀ dT Tᵀ, then through A = strict_lower(β_i k_i·k_j D_ij)
 dg is the reverse cumulative sum, within the chunk, of dG = Σ q⊙dq − Σ k⊙dk (+ the terms of G_C and of β e^G K).
+DeltaProduct_NH (NH > 1): every pass runs over the micro-rows; q, do, dq [B,T_tok,H,·] are read/written at each
+token's last micro-row only and g's gradient dg [B,T_tok,H] is the micro-row dg (reverse cumsum over micro-rows, as
+above) at its first micro-row, where g sits (see row_map).
 """
 from __future__ import annotations
 
@@ -17,22 +20,25 @@ from torch import Tensor
 
 from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS, seq_configs
 from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, launch, load_gates, load_states, mm, pow2,
-                    precision, state_blocks, store_states, tile)
+                    precision, row_map, state_blocks, store_states, tile, tok_base)
 
 
 @triton.jit
 def chunk_dv_local_bwd_kernel(
     Aqk, do, dv_new, T, H: tl.constexpr, V: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+    NH: tl.constexpr,
 ):
     """Grid (V / BV, NT, B·H). The within-chunk part of the v_new gradient, Aqkᵀ do, into dv_new (fp32)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
     t0 = i_t * C
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-    b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
+    p_do, m_do = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
+    b_do = tl.load(do + tq * V + p_do, mask=m_do, other=0.0)
     tl.store(dv_new + tok * V + p, mm(tl.trans(b_A), b_do, do, False, PREC), mask=m)
 
 
@@ -41,7 +47,7 @@ def chunk_state_bwd_kernel(
     q, k, w, G, do, dht, dh_all, dv_new, dh0,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
-    USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, PREC: tl.constexpr,
+    USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (V / BV, B·H); the state gradient [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
     backwards; writes dh' of each chunk (dh_all [B,H,NT,K,V], k's dtype), adds e^{G_C − G} ⊙ (K dh') to dv_new
@@ -49,6 +55,7 @@ def chunk_state_bwd_kernel(
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
     rv = i_v * BV + tl.arange(0, BV)
     b_dh1, b_dh2, b_dh3, b_dh4 = load_states(dht + i_bh * K * V, rv, K, V, BK, BV, NKB, USE_DHT)
     for i_r in range(NT):
@@ -60,9 +67,10 @@ def chunk_state_bwd_kernel(
         b_kdh = dot_rows_states(k + tok * K, t0, T, H, K, b_dh1, b_dh2, b_dh3, b_dh4, C, BK, NKB, PREC)
         b_dv = tl.load(dv_new + tok * V + p, mask=m, other=0.0) + b_kdh * tl.exp(b_gl - b_G)[:, None]
         tl.store(dv_new + tok * V + p, b_dv, mask=m)
-        b_dos = tl.load(do + tok * V + p, mask=m, other=0.0).to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
-        b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, tl.exp(b_gl), q + tok * K, t0, T,
-                                                      H, K, b_dos, C, BK, NKB, PREC)
+        p_do, m_do = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
+        b_dos = tl.load(do + tq * V + p_do, mask=m_do, other=0.0).to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
+        b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, tl.exp(b_gl), q + tq * K, t0, T,
+                                                      H, K, b_dos, C, BK, NKB, PREC, NH, NH - 1)
         b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, 1.0, w + tok * K, t0, T, H, K,
                                                       -b_dv, C, BK, NKB, PREC)
     if STORE_DH0:
@@ -73,13 +81,14 @@ def chunk_state_bwd_kernel(
 def chunk_dqk_bwd_kernel(
     q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk, dw, dG,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (NT, B·H, K / BK). Gradients through the output and state terms: dq (final), dk and dw [B,T,H,K]
     (fp32, partial dk), and this K block's share of dG ([NK,B,T,H] fp32, the G_C term included)."""
     i_t, i_bh, i_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     rk = i_k * BK + tl.arange(0, BK)
@@ -97,7 +106,8 @@ def chunk_dqk_bwd_kernel(
         b_h = tl.load(h_all + h_base + p_h, mask=m_h, other=0.0)
         b_dh = tl.load(dh_all + h_base + p_h, mask=m_h, other=0.0)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_do = tl.load(do + tok * V + p, mask=m, other=0.0)
+        p_do, m_do = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
+        b_do = tl.load(do + tq * V + p_do, mask=m_do, other=0.0)
         b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
         b_dvn = tl.load(dv_new + tok * V + p, mask=m, other=0.0)
         b_dqg += mm(b_do, tl.trans(b_h), k, False, PREC)
@@ -106,7 +116,8 @@ def chunk_dqk_bwd_kernel(
         b_dA += mm(b_do, tl.trans(b_vn), k, False, PREC)
         b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32))
     p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-    b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
+    p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+    b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0).to(tl.float32)
     b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
     b_dA = b_dA * decay(b_G, C, False) * scale
     b_dq = b_dqg * (tl.exp(b_G) * scale)[:, None] + mm(b_dA, b_k, k, F32, PREC)
@@ -115,7 +126,7 @@ def chunk_dqk_bwd_kernel(
     b_dk += mm(tl.trans(b_dA), b_q, k, F32, PREC)
     b_dG = tl.sum(b_q * b_dq, axis=1) - tl.sum(b_k * b_dk, axis=1)
     b_dG = tl.where(rows == tl.minimum(t0 + C, T) - 1, b_dG + b_dgl, b_dG)
-    tl.store(dq + tok * K + p_k, b_dq.to(dq.dtype.element_ty), mask=m_k)
+    tl.store(dq + tq * K + p_q, b_dq.to(dq.dtype.element_ty), mask=m_q)
     tl.store(dk + tok * K + p_k, b_dk, mask=m_k)
     tl.store(dw + tok * K + p_k, b_dw, mask=m_k)
     tl.store(dG + i_k * T * H * (tl.num_programs(1) // H) + tok + rows * H, b_dG, mask=rows < T)
@@ -126,10 +137,11 @@ def chunk_wy_bwd_kernel(
     k, v, beta, G, Tinv, dw, dv_new, dk_part, dG_part, dk, dv, dbeta, dg,
     T, NK, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr,
+    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (NT, B·H). Gradients through w = T (β e^G K), u = T (β V), T = (I + A)^{-1}: final dk, dv, dβ and dg
-    (dG_part summed over its NK blocks, then the reverse cumulative sum within the chunk)."""
+    (dG_part summed over its NK blocks, then the reverse cumulative sum within the chunk over micro-rows; dg
+    [B,T/NH,H] takes each token's first micro-row)."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -183,14 +195,16 @@ def chunk_wy_bwd_kernel(
         for i_k in range(NK):
             b_dG += tl.load(dG_part + i_k * BTH + tok + rows * H, mask=rows < T, other=0.0)
         b_dg = tl.sum(b_dG, axis=0) - tl.cumsum(b_dG, axis=0) + b_dG
-        tl.store(dg + tok + rows * H, b_dg.to(dg.dtype.element_ty), mask=rows < T)
+        r_g, m_g = row_map(t0, T, C, NH, 0)
+        tl.store(dg + tok_base(i_b, i_h, T, H, NH) + r_g * H, b_dg.to(dg.dtype.element_ty), mask=m_g)
 
 
 def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-              initial_state: Tensor | None, do: Tensor, dht: Tensor | None, saved: dict[str, Tensor]
+              initial_state: Tensor | None, do: Tensor, dht: Tensor | None, saved: dict[str, Tensor], nh: int = 1
               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor, Tensor | None]:
-    """Gradients (dq, dk, dv, dg, dβ, dh0) in the inputs' dtypes (dh0 fp32), from the forward's saved tensors."""
-    B, T, H, K = q.shape
+    """Gradients (dq, dk, dv, dg, dβ, dh0) in the inputs' dtypes (dh0 fp32), from the forward's saved tensors;
+    shapes as in chunk_fwd (q, g, do, dq, dg with a row per token of nh micro-rows)."""
+    B, T, H, K = k.shape
     V = v.shape[-1]
     C = CHUNK
     NT = triton.cdiv(T, C)
@@ -201,14 +215,14 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dv_new = torch.empty(B, T, H, V, **f32)
     BKp, BVp = min(64, pow2(K)), min(64, pow2(V))
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
-           dict(H=H, V=V, C=C, BV=BVp, PREC=prec), OUT_CONFIGS)
+           dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
     dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
     BK, BV, NKB, warps = state_blocks(K, V, B * H)
     launch(chunk_state_bwd_kernel, (triton.cdiv(V, BV), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec), seq_configs(warps))
+                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), seq_configs(warps))
 
     BK, BV = BKp, BVp
     NK = triton.cdiv(K, BK)
@@ -218,7 +232,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dG = torch.empty(NK, B, T, H, **f32)
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, F32=True, PREC=prec), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
 
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
@@ -226,5 +240,5 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dg = torch.empty_like(g) if g is not None else None
     launch(chunk_wy_bwd_kernel, (NT, B * H),
            (k, v, beta, G, Tinv, dw, dv_new, dk_part, dG, dk, dv, dbeta, dg if dg is not None else dbeta, T, NK),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, F32=True, PREC=prec), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
     return dq, dk, dv, dg, dbeta, (dh0 if initial_state is not None else None)

@@ -7,6 +7,9 @@ Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     Aqk = scale · causal(Q Kᵀ ⊙ D)
     v_new = u − w h;   h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new)                          (sequential)
     o = scale e^G ⊙ (Q h) + Aqk v_new                                                   (parallel)
+DeltaProduct_NH (NH > 1) runs the same passes over T = T_tok·NH micro-rows, reading q [B,T_tok,H,K] and
+g [B,T_tok,H] through the row map (q at each token's last micro-row, g at its first, 0 elsewhere) and writing o
+[B,T_tok,H,V] only at last micro-rows: no interleaved copies, no output rows thrown away.
 The sequential pass holds the state of one V block as up to four K blocks of BK rows in fp32 registers
 (see state_blocks), so any K runs without padding it to a power of two.
 """
@@ -19,7 +22,7 @@ from torch import Tensor
 
 from .solve import solve_tril_64
 from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, launch, load_gates, load_state,
-                    load_states, mm, pow2, precision, state_blocks, store_states, tile)
+                    load_states, mm, pow2, precision, row_map, state_blocks, store_states, tile, tok_base)
 
 
 @triton.jit
@@ -27,17 +30,20 @@ def chunk_prepare_fwd_kernel(
     q, k, v, g, beta, G_out, T_out, Aqk_out, w_out, u_out,
     scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr,
+    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (NT, B·H). Writes G [B,T,H], T and Aqk [B,T,H,C] (fp32), w [B,T,H,K] and u [B,T,H,V] (input dtype)."""
+    """Grid (NT, B·H). Writes G [B,T,H], T and Aqk [B,T,H,C] (fp32), w [B,T,H,K] and u [B,T,H,V] (input dtype);
+    q and g have a row per token of NH micro-rows."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
+    tq = tok_base(i_b, i_h, T, H, NH)  # the same in [B, T / NH, H]
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     if USE_G:
-        b_G = tl.cumsum(tl.load(g + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32), axis=0)
+        r_g, m_g = row_map(t0, T, C, NH, 0)
+        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
     else:
         b_G = tl.zeros([C], dtype=tl.float32)
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
@@ -46,8 +52,9 @@ def chunk_prepare_fwd_kernel(
     b_qk = tl.zeros([C, C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_q = tl.load(q + tok * K + p_k, mask=m_k, other=0.0)
+        b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
         b_kk += mm(b_k, tl.trans(b_k), k, False, PREC)
         b_qk += mm(b_q, tl.trans(b_k), k, False, PREC)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
@@ -100,25 +107,28 @@ def chunk_state_fwd_kernel(
 def chunk_o_fwd_kernel(
     q, G, Aqk, h_all, v_new, o,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (V / BV, NT, B·H). o = scale e^G ⊙ (Q h) + Aqk v_new for one chunk and V block."""
+    """Grid (V / BV, NT, B·H). o = scale e^G ⊙ (Q h) + Aqk v_new for one chunk and V block; q and o have a row per
+    token of NH micro-rows, and o is stored at last micro-rows only."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
     t0 = i_t * C
     rv = i_v * BV + tl.arange(0, BV)
     b_G, _ = load_gates(G + tok, t0, T, H, C)
     p_s = h_all + (i_bh * NT + i_t) * K * V
     b_o = tl.zeros([C, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
-        b_o += dot_rows(q + tok * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC)
+        b_o += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH, NH - 1)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
     b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
     b_o = b_o * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, v_new, False, PREC)
-    tl.store(o + tok * V + p, b_o.to(o.dtype.element_ty), mask=m)
+    p_o, m_o = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
+    tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
 def seq_configs(warps: int) -> tuple[dict[str, int], ...]:
@@ -132,11 +142,12 @@ OUT_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages":
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-              initial_state: Tensor | None, output_final_state: bool, save: bool
+              initial_state: Tensor | None, output_final_state: bool, save: bool, nh: int = 1
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
-    """q, k [B,T,H,K], v [B,T,H,V] contiguous. Returns o [B,T,H,V], the final state or None, and the saved
-    intermediates (G, Tinv, Aqk, w, h_all, v_new) the backward needs (empty unless save)."""
-    B, T, H, K = q.shape
+    """k [B,T,H,K], v [B,T,H,V], β [B,T,H] over T = T_tok·nh micro-rows; q [B,T_tok,H,K], g [B,T_tok,H] or None;
+    all contiguous. Returns o [B,T_tok,H,V], the final state or None, and the saved intermediates (G, Tinv, Aqk, w,
+    h_all, v_new; a row per micro-row) the backward needs (empty unless save)."""
+    B, T, H, K = k.shape
     V = v.shape[-1]
     C = CHUNK
     NT = triton.cdiv(T, C)
@@ -150,7 +161,7 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     BKp, BVp = min(64, pow2(K)), min(64, pow2(V))
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=True, PREC=prec), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
@@ -159,9 +170,9 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
            (k, w, u, G, initial_state if initial_state is not None else G, ht, h_all, v_new, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_H0=initial_state is not None,
                 STORE_HT=output_final_state, PREC=prec), seq_configs(warps))
-    o = torch.empty_like(v)
+    o = v.new_empty(B, T // nh, H, V)
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec), OUT_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
     saved = dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new) if save else {}
     return o, (ht if output_final_state else None), saved

@@ -2,7 +2,10 @@
 back to smaller pipelines when a config runs out of shared memory.
 
 Layout everywhere: a [B, T, H, D] tensor is read per (b, h) as rows t with stride H·D; [B, T, H] per-token scalars
-with stride H. One program handles one chunk of C = 64 tokens (or walks all chunks, for the state passes).
+with stride H. One program handles one chunk of C = 64 rows (or walks all chunks, for the state passes).
+DeltaProduct_NH runs over T = T_tok·NH micro-rows: k, v, β and the intermediates have a row per micro-row, while
+q, o, do, dq ([B, T_tok, H, ·]) and g, dg ([B, T_tok, H]) are read and written through row_map / tile with NH
+(micro-row r is token r // NH, held only at one phase PH of r % NH: NH − 1 for q/o/do/dq, 0 for g/dg).
 """
 from __future__ import annotations
 
@@ -17,12 +20,39 @@ CHUNK = 64
 
 
 @triton.jit
-def tile(t0, T, H, D, d0, C: tl.constexpr, BD: tl.constexpr):
-    """Offsets and mask of the [C, BD] tile of rows t0.. and columns d0.. of a [T, H, D] slice."""
+def row_map(t0, T, C: tl.constexpr, NH: tl.constexpr, PH: tl.constexpr):
+    """Micro-rows t0.. of a chunk (T of them in all) as rows of a tensor with one row per token of NH micro-rows:
+    the token index r // NH and whether that tensor holds micro-row r (r < T and r % NH == PH). NH = 1 (the plain
+    rule, one token a row) is the identity: rows t0.. and r < T."""
     rows = t0 + tl.arange(0, C)
+    if NH == 1:
+        idx = rows
+        keep = rows < T
+    else:
+        idx = rows // NH
+        keep = (rows < T) & (rows % NH == PH)
+    return idx, keep
+
+
+@triton.jit
+def tok_base(i_b, i_h, T, H, NH: tl.constexpr):
+    """Offset of (b, token 0, h) in a [B, T / NH, H] tensor (T micro-rows, NH per token)."""
+    if NH == 1:
+        base = i_b * T * H + i_h
+    else:
+        base = i_b * (T // NH) * H + i_h
+    return base
+
+
+@triton.jit
+def tile(t0, T, H, D, d0, C: tl.constexpr, BD: tl.constexpr, NH: tl.constexpr = 1, PH: tl.constexpr = 0):
+    """Offsets and mask of the [C, BD] tile of micro-rows t0.. and columns d0.. of a [T / NH, H, D] slice: each
+    micro-row r addresses token r // NH and is masked unless r % NH == PH (see row_map; NH = 1: rows t0.. of a
+    [T, H, D] slice)."""
+    rows, keep = row_map(t0, T, C, NH, PH)
     cols = d0 + tl.arange(0, BD)
     offs = rows[:, None] * (H * D) + cols[None, :]
-    mask = (rows[:, None] < T) & (cols[None, :] < D)
+    mask = keep[:, None] & (cols[None, :] < D)
     return offs, mask
 
 
@@ -80,17 +110,21 @@ def store_state(base, b_s, i_k, rv, K, V, BK: tl.constexpr):
 
 
 @triton.jit
-def dot_rows(x, t0, T, H, K, i_k, b_s, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
-    """X[chunk, K block i_k] @ b_s → [C, BV] fp32, for X [T, H, K] at `x` and b_s [BK, BV] (cast to X's dtype)."""
-    p, m = tile(t0, T, H, K, i_k * BK, C, BK)
+def dot_rows(x, t0, T, H, K, i_k, b_s, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+             NH: tl.constexpr = 1, PH: tl.constexpr = 0):
+    """X[chunk, K block i_k] @ b_s → [C, BV] fp32, for X [T, H, K] at `x` (or [T / NH, H, K], rows mapped as in
+    tile) and b_s [BK, BV] (cast to X's dtype)."""
+    p, m = tile(t0, T, H, K, i_k * BK, C, BK, NH, PH)
     b_x = tl.load(x + p, mask=m, other=0.0)
     return tl.dot(b_x, b_s.to(b_x.dtype), input_precision=PREC)
 
 
 @triton.jit
-def dot_trans(x, t0, T, H, K, i_k, b_r, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
-    """X[chunk, K block i_k]ᵀ @ b_r → [BK, BV] fp32, for X [T, H, K] at `x` and b_r [C, BV] (cast to X's dtype)."""
-    p, m = tile(t0, T, H, K, i_k * BK, C, BK)
+def dot_trans(x, t0, T, H, K, i_k, b_r, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+              NH: tl.constexpr = 1, PH: tl.constexpr = 0):
+    """X[chunk, K block i_k]ᵀ @ b_r → [BK, BV] fp32, for X [T, H, K] at `x` (or [T / NH, H, K], rows mapped as in
+    tile) and b_r [C, BV] (cast to X's dtype)."""
+    p, m = tile(t0, T, H, K, i_k * BK, C, BK, NH, PH)
     b_x = tl.load(x + p, mask=m, other=0.0)
     return tl.dot(tl.trans(b_x), b_r.to(b_x.dtype), input_precision=PREC)
 
@@ -142,16 +176,16 @@ def dot_rows_states(x, t0, T, H, K, b1, b2, b3, b4, C: tl.constexpr, BK: tl.cons
 
 @triton.jit
 def add_trans_states(b1, b2, b3, b4, decay, x, t0, T, H, K, b_r, C: tl.constexpr, BK: tl.constexpr,
-                     NKB: tl.constexpr, PREC: tl.constexpr):
-    """decay · S + X[chunk]ᵀ b_r for the state column block S (row blocks b1..b4), X [T, H, K] at `x`,
-    b_r [C, BV]; blocks beyond NKB come back unchanged."""
-    b1 = b1 * decay + dot_trans(x, t0, T, H, K, 0, b_r, C, BK, PREC)
+                     NKB: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr = 1, PH: tl.constexpr = 0):
+    """decay · S + X[chunk]ᵀ b_r for the state column block S (row blocks b1..b4), X [T, H, K] at `x` (or
+    [T / NH, H, K], rows mapped as in tile), b_r [C, BV]; blocks beyond NKB come back unchanged."""
+    b1 = b1 * decay + dot_trans(x, t0, T, H, K, 0, b_r, C, BK, PREC, NH, PH)
     if NKB > 1:
-        b2 = b2 * decay + dot_trans(x, t0, T, H, K, 1, b_r, C, BK, PREC)
+        b2 = b2 * decay + dot_trans(x, t0, T, H, K, 1, b_r, C, BK, PREC, NH, PH)
     if NKB > 2:
-        b3 = b3 * decay + dot_trans(x, t0, T, H, K, 2, b_r, C, BK, PREC)
+        b3 = b3 * decay + dot_trans(x, t0, T, H, K, 2, b_r, C, BK, PREC, NH, PH)
     if NKB > 3:
-        b4 = b4 * decay + dot_trans(x, t0, T, H, K, 3, b_r, C, BK, PREC)
+        b4 = b4 * decay + dot_trans(x, t0, T, H, K, 3, b_r, C, BK, PREC, NH, PH)
     return b1, b2, b3, b4
 
 
