@@ -134,3 +134,15 @@ def test_a_spec_as_run_elsewhere_parses_without_its_data(tmp_path):
     assert parse(raw, open_task=False).grid()[0].width == 32
     with pytest.raises(SpecError, match="'task'"):
         parse(raw)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
+                         + sorted((ROOT / "reports" / "study").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_spec_is_valid(path):
+    """The shipped specs and the GPU study's specs parse (on the embedded sample, so no corpus is built here) and
+    every model of their grid builds with its width."""
+    spec = specs.load(path, ["task=sample"])
+    for width in spec.widths:
+        spec.model_config(width)  # raises on a width the head layout cannot take
+    assert len(spec.grid()) == (len(spec.parametrizations) * len(spec.optimizers) * len(spec.widths)
+                                * len(spec.lrs) * len(spec.seeds))
