@@ -4,7 +4,7 @@
 #   source .devbundle/setup.sh && export PYTHONPATH=$PWD:$PYTHONPATH && OUT=$OUT bash experiments/gpu_session.sh
 #   STAGES="warm cc-bf16 sweep" ... runs only those stages (2026-11-29: call 1 ran warm cc-fp32 triton-vs-torch,
 #   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
-#   Stages "kernels" (kernels.bench, fla's columns from the committed table) and "throughput" (whole model, ours
+#   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "kernels" (kernels.bench, fla's columns from the committed table) and "throughput" (whole model, ours
 #   eager and compiled vs fla's model, in one run) need the bundle for fla.
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
@@ -13,6 +13,10 @@ T0=$(date +%s); left() { echo $(( ${BUDGET:-530} - ($(date +%s) - T0) )); }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$R/gpu.txt"
+
+# The kernel tests on the real GPU (the CI runs them in the CPU interpreter, which cannot show miscompiles or races).
+has gpu-tests && timeout 300 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_triton_kernels.py 2>&1 \
+  | tee "$R/gpu-tests.log"
 
 # The kernels against fp64 and (an earlier run of) fla, then the whole model against fla's, in this order.
 has kernels && timeout 260 python3 -m kernels.bench --no-fla --fla-table benchmarks/kernels-2026-11-29.md --profile \
