@@ -21,7 +21,7 @@ has gpu-tests && timeout 300 python3 -m pytest -q --tb=short -p no:cacheprovider
 # The kernels against fp64 and (an earlier run of) fla, then the whole model against fla's, in this order.
 has kernels && timeout 260 python3 -m kernels.bench --no-fla --fla-table benchmarks/kernels-2026-11-29.md --profile \
   --out "$R/kernels.md" 2>&1 | tee "$R/kernels.log"
-has throughput && timeout $(left) python3 experiments/model_throughput.py --variants ${TP_VARIANTS:-ours ours-compile fla} --out "$R/throughput.json" 2>&1 \
+has throughput && timeout $(left) python3 experiments/model_throughput.py --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 \
   | tee "$R/throughput.log"
 
 # Compile the Triton kernels for the study's head dims (K = 0.75·d/6 at d = 256, 512, 1024, 1536), in parallel.

@@ -11,7 +11,8 @@ times the work, not a verified gradient.
 
 Prints one row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
 parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens), peak memory,
-seconds to the first step (compilation, autotuning), and the loss at the first and last timed step.
+seconds to the first step (compilation, autotuning), and the loss at the first and last timed step. --profile adds
+the CUDA time per kernel of each variant (which is where the whole-model gap to the kernels' speed lives).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from kernels.bench import cuda_times
 from models import ModelConfig, build_model
 from scaling.train import TrainConfig, loss_function, make_optimizer
 
@@ -90,9 +92,18 @@ def measure(name: str, args: argparse.Namespace) -> dict:
             first = time.perf_counter() - start
     ms = 1e3 * statistics.median(times[args.warmup:])
     n_tokens = args.batch * args.seq_len
-    return {"variant": name, "params": params, "ms_per_step": ms, "tokens_per_s": n_tokens / ms * 1e3,
-            "tflops": 6 * params * n_tokens / ms * 1e-9, "peak_gb": torch.cuda.max_memory_allocated() / 2**30,
-            "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
+    row = {"variant": name, "params": params, "ms_per_step": ms, "tokens_per_s": n_tokens / ms * 1e3,
+           "tflops": 6 * params * n_tokens / ms * 1e-9, "peak_gb": torch.cuda.max_memory_allocated() / 2**30,
+           "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
+    if args.profile:
+        row["profile"] = profile(step, tokens[-1])
+    return row
+
+
+def profile(step: StepFn, tokens: Tensor, top: int = 25) -> list[tuple[str, float]]:
+    """CUDA ms per training step of the `top` most expensive kernels, the rest summed as "other"."""
+    times = cuda_times(lambda: step(tokens[:, :-1], tokens[:, 1:]), reps=3)
+    return [(name, round(ms, 3)) for name, ms in times[:top]] + [("other", round(sum(t for _, t in times[top:]), 3))]
 
 
 def table(rows: list[dict]) -> str:
@@ -121,6 +132,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation, autotuning, caches)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
+    p.add_argument("--profile", action="store_true", help="add CUDA time per kernel (3 steps) to each row")
     p.add_argument("--out", help="also write the rows as JSON here")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -131,7 +143,9 @@ def main() -> None:
             rows.append(measure(name, args))
         except Exception as e:  # one variant failing (fla on an unsupported stack) keeps the others
             rows.append({"variant": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"})
-        print(json.dumps(rows[-1]), flush=True)
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "profile"}), flush=True)
+        for kernel, ms in rows[-1].get("profile", []):
+            print(f"  {ms:8.3f} ms  {kernel}", flush=True)
         torch.cuda.empty_cache()
         if args.out:
             with open(args.out, "w") as f:

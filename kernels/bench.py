@@ -119,22 +119,27 @@ def timings(fn: Callable, x: list[torch.Tensor]) -> tuple[float, float]:
     return fwd, both
 
 
-def kernel_profile(fn: Callable, x: list[torch.Tensor], reps: int = 5) -> str:
-    """CUDA time per kernel name (ms per fwd+bwd, largest first) under torch.profiler, as one line."""
+def cuda_times(run: Callable[[], object], reps: int = 5) -> list[tuple[str, float]]:
+    """CUDA ms per call of `run`, summed by kernel name (first 60 characters), largest first (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    leaves = [t.detach().requires_grad_() for t in x]
-    do = torch.randn_like(fn(*leaves))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
-            torch.autograd.grad(fn(*leaves), leaves, do)
+            run()
         torch.cuda.synchronize()
     times: dict[str, float] = {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            times[e.name[:48]] = times.get(e.name[:48], 0.0) + e.time_range.elapsed_us() / 1e3 / reps
-    top = sorted(times.items(), key=lambda kv: -kv[1])
-    return f"total {sum(times.values()):.3f} ms: " + "; ".join(f"{n} {t:.3f}" for n, t in top[:14])
+            times[e.name[:60]] = times.get(e.name[:60], 0.0) + e.time_range.elapsed_us() / 1e3 / reps
+    return sorted(times.items(), key=lambda kv: -kv[1])
+
+
+def kernel_profile(fn: Callable, x: list[torch.Tensor], reps: int = 5) -> str:
+    """CUDA time per kernel name (ms per fwd+bwd, largest first), as one line."""
+    leaves = [t.detach().requires_grad_() for t in x]
+    do = torch.randn_like(fn(*leaves))
+    top = cuda_times(lambda: torch.autograd.grad(fn(*leaves), leaves, do), reps)
+    return f"total {sum(t for _, t in top):.3f} ms: " + "; ".join(f"{n} {t:.3f}" for n, t in top[:14])
 
 
 def work(s: Shape) -> tuple[float, float, float, float]:
