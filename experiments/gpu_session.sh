@@ -61,7 +61,9 @@ if has sweep; then
     --set 'lrs={log_range: [1.0e-3, 2.0e-2], num: 4}' ${SWEEP_EXTRA:-} --progress-every 30 2>&1 | tee "$R/sweep.log"
 fi
 # A study of issue 7 (reports/study/$STUDY.yaml), resumed from its committed directory, on the corpus prepared on
-# the CPU machine (.gpu/corpus.tar.xz, made by `tar -C /tmp -cJf .gpu/corpus.tar.xz corpus` from the cache).
+# the CPU machine and carried along (carry [".devbundle", ".gpu"]); make it there once with
+#   python3 -m scaling data prepare --out /tmp/pack/corpus && mkdir -p .gpu && tar -C /tmp/pack -cJf .gpu/corpus.tar.xz corpus
+# and check that /tmp/pack/corpus/manifest.json's text_sha256 is the one in the study's spec.
 if has study; then
   mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz
   D="$R/study-$STUDY"; mkdir -p "$D"
