@@ -48,7 +48,8 @@ class Shape:
 SHAPES = (Shape(8, 2048, 6, 32, 64), Shape(8, 2048, 6, 64, 128), Shape(8, 2048, 6, 128, 256),
           Shape(8, 2048, 6, 192, 384), Shape(4, 4096, 16, 128, 128), Shape(8, 2048, 6, 128, 256, 2),
           Shape(8, 2048, 6, 128, 256, 3), Shape(8, 2048, 6, 384, 384),
-          Shape(8, 2048, 6, 16, 32))  # the smallest head dim the kernels take (its parallel tiles are 32 wide)
+          Shape(8, 2048, 6, 16, 32),   # the smallest head dim the kernels take (its parallel tiles are 32 wide)
+          Shape(2, 2048, 4, 512, 512))  # the largest the kernels issue asks for (fla asserts K ≤ 256)
 
 
 def make_inputs(s: Shape, dtype: torch.dtype, seed: int = 0) -> list[torch.Tensor]:
