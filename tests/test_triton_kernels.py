@@ -63,6 +63,7 @@ def assert_close(got: dict, want: dict, tol: float) -> None:
     (1, 65, 2, 16, 32, "random", False, True),
     (1, 70, 1, 200, 24, "random", True, True),   # four 64-row state blocks, the last ragged
     (1, 40, 1, 300, 20, "random", True, True),   # three 128-row state blocks (K > 256)
+    (1, 40, 1, 512, 16, "random", True, True),   # four 128-row state blocks: the largest K the issue asks for
 ])
 def test_rule_matches_reference(B, T, H, K, V, gate, use_h0, final):
     x = make_inputs(B, T, H, K, V, gate)
