@@ -4,8 +4,9 @@
 #   source .devbundle/setup.sh && export PYTHONPATH=$PWD:$PYTHONPATH && OUT=$OUT bash experiments/gpu_session.sh
 #   STAGES="warm cc-bf16 sweep" ... runs only those stages (2026-11-29: call 1 ran warm cc-fp32 triton-vs-torch,
 #   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
-#   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "kernels" (kernels.bench, fla's columns from the committed table) and "throughput" (whole model, ours
-#   eager and compiled vs fla's model, in one run) need the bundle for fla.
+#   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "kernels" (kernels.bench, fla's columns
+#   from the committed table) and "throughput" (whole model, ours eager and compiled vs fla's model, in one run)
+#   need the bundle for fla.
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
 R=${OUT:-out}/r; mkdir -p "$R"
@@ -21,8 +22,8 @@ has gpu-tests && timeout 300 python3 -m pytest -q --tb=short -p no:cacheprovider
 # The kernels against fp64 and (an earlier run of) fla, then the whole model against fla's, in this order.
 has kernels && timeout 260 python3 -m kernels.bench --no-fla --fla-table benchmarks/kernels-2026-11-29.md --profile \
   --out "$R/kernels.md" 2>&1 | tee "$R/kernels.log"
-has throughput && timeout $(left) python3 experiments/model_throughput.py --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 \
-  | tee "$R/throughput.log"
+has throughput && timeout $(left) python3 experiments/model_throughput.py \
+  --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 | tee "$R/throughput.log"
 
 # Compile the Triton kernels for the study's head dims (K = 0.75·d/6 at d = 256, 512, 1024, 1536), in parallel.
 WARM_PID=
@@ -62,7 +63,8 @@ if has sweep; then
 fi
 # A study of issue 7 (reports/study/$STUDY.yaml), resumed from its committed directory, on the corpus prepared on
 # the CPU machine and carried along (carry [".devbundle", ".gpu"]); make it there once with
-#   python3 -m scaling data prepare --out /tmp/pack/corpus && mkdir -p .gpu && tar -C /tmp/pack -cJf .gpu/corpus.tar.xz corpus
+#   python3 -m scaling data prepare --out /tmp/pack/corpus && mkdir -p .gpu \
+#     && tar -C /tmp/pack -cJf .gpu/corpus.tar.xz corpus
 # and check that /tmp/pack/corpus/manifest.json's text_sha256 is the one in the study's spec.
 if has study; then
   mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz

@@ -1,7 +1,8 @@
 """Probes ("taps"): named points in the forward pass whose sizes the coordinate check records.
 
-Model code calls `tap(name, x)`; it does nothing unless a `Recorder` is active (never inside torch.compile). Every call is recorded, so a
-module used twice in one forward shows both calls (`name`, `name#2`) instead of hiding the first.
+Model code calls `tap(name, x)`; it does nothing unless a `Recorder` is active, and never inside torch.compile.
+Every call is recorded, so a module used twice in one forward shows both calls (`name`, `name#2`) instead of hiding
+the first.
 """
 from __future__ import annotations
 

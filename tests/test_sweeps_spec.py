@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from models import ModelConfig
-from sweeps.spec import SpecError, parse
 from scaling.cli import main
 from sweeps import packing, spec as specs
 from sweeps import store
@@ -131,18 +130,16 @@ def test_a_spec_as_run_elsewhere_parses_without_its_data(tmp_path):
     (open_task=True, the default) still fails with the field named."""
     raw = {"widths": [32], "lrs": [1e-3], "steps": 2, "model": {"kind": "gdn", "vocab_size": 256},
            "task": {"name": "corpus", "path": str(tmp_path / "elsewhere")}}
-    assert parse(raw, open_task=False).grid()[0].width == 32
-    with pytest.raises(SpecError, match="'task'"):
-        parse(raw)
+    assert specs.parse(raw, open_task=False).grid()[0].width == 32
+    with pytest.raises(specs.SpecError, match="'task'"):
+        specs.parse(raw)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
                          + sorted((ROOT / "reports" / "study").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_shipped_spec_is_valid(path):
-    """The shipped specs and the GPU study's specs parse (on the embedded sample, so no corpus is built here) and
-    every model of their grid builds with its width."""
+    """The shipped specs and the GPU study's specs parse (on the embedded sample, so no corpus is built here; a bad
+    field raises SpecError) and every width of their grid gives a valid model config (ModelConfig raises)."""
     spec = specs.load(path, ["task=sample"])
     for width in spec.widths:
-        spec.model_config(width)  # raises on a width the head layout cannot take
-    assert len(spec.grid()) == (len(spec.parametrizations) * len(spec.optimizers) * len(spec.widths)
-                                * len(spec.lrs) * len(spec.seeds))
+        spec.model_config(width)

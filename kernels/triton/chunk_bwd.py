@@ -19,8 +19,8 @@ import triton.language as tl
 from torch import Tensor
 
 from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS, seq_configs
-from .utils import (CHUNK, MIN_PARALLEL_TILE, add_trans_states, decay, dot_rows_states, launch, load_gates,
-                    load_states, mm, pow2, precision, row_map, state_blocks, store_states, tile, tok_base)
+from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, launch, load_gates,
+                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, store_states, tile, tok_base)
 
 
 @triton.jit
@@ -213,7 +213,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
     dv_new = torch.empty(B, T, H, V, **f32)
-    BKp, BVp = min(64, pow2(K, MIN_PARALLEL_TILE)), min(64, pow2(V, MIN_PARALLEL_TILE))
+    BKp, BVp = parallel_tiles(K, V)
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
            dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
     dh_all = torch.empty_like(h_all)

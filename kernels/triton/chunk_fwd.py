@@ -21,9 +21,8 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .utils import (CHUNK, MIN_PARALLEL_TILE, add_trans_states, decay, dot_rows, dot_rows_states, launch,
-                    load_gates, load_state, load_states, mm, pow2, precision, row_map, state_blocks, store_states,
-                    tile, tok_base)
+from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, launch, load_gates, load_state,
+                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, store_states, tile, tok_base)
 
 
 @triton.jit
@@ -159,7 +158,7 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     w = torch.empty_like(k)
     u = torch.empty_like(v)
     prec = precision(q.dtype)
-    BKp, BVp = min(64, pow2(K, MIN_PARALLEL_TILE)), min(64, pow2(V, MIN_PARALLEL_TILE))
+    BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
            dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)

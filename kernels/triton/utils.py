@@ -206,6 +206,11 @@ def state_blocks(K: int, V: int, BH: int) -> tuple[int, int, int, int]:
 MIN_PARALLEL_TILE = 32
 
 
+def parallel_tiles(K: int, V: int) -> tuple[int, int]:
+    """(BK, BV) of the parallel passes: the next power of two, at least MIN_PARALLEL_TILE, at most 64."""
+    return min(64, pow2(K, MIN_PARALLEL_TILE)), min(64, pow2(V, MIN_PARALLEL_TILE))
+
+
 def pow2(n: int, lo: int = 16) -> int:
     """The next power of two ≥ max(n, lo)."""
     return max(lo, triton.next_power_of_2(n))
