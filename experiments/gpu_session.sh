@@ -4,9 +4,8 @@
 #   source .devbundle/setup.sh && export PYTHONPATH=$PWD:$PYTHONPATH && OUT=$OUT bash experiments/gpu_session.sh
 #   STAGES="warm cc-bf16 sweep" ... runs only those stages (2026-11-29: call 1 ran warm cc-fp32 triton-vs-torch,
 #   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
-#   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "kernels" (kernels.bench, fla's columns
-#   from the committed table) and "throughput" (whole model, ours eager and compiled vs fla's model, in one run)
-#   need the bundle for fla.
+#   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "throughput" (whole model, ours eager and
+#   compiled vs fla's model, in one run) and "kernels" (kernels.bench, ours and fla in one run) need the bundle.
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
 R=${OUT:-out}/r; mkdir -p "$R"
@@ -16,14 +15,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$R/gpu.txt"
 
 # The kernel tests on the real GPU (the CI runs them in the CPU interpreter, which cannot show miscompiles or races).
-has gpu-tests && timeout 300 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_triton_kernels.py 2>&1 \
-  | tee "$R/gpu-tests.log"
+# Three pytest processes side by side: compilation is CPU time and the machine has 16 cores.
+if has gpu-tests; then
+  F=tests/test_triton_kernels.py; i=0
+  for sel in "$F::test_rule_matches_reference" "$F::test_delta_product" \
+             "$F --deselect $F::test_rule_matches_reference --deselect $F::test_delta_product["; do
+    i=$((i + 1))
+    timeout 300 python3 -m pytest -q --tb=short -p no:cacheprovider $sel > "$R/gpu-tests-$i.log" 2>&1 &
+  done
+  wait; cat "$R"/gpu-tests-*.log; echo "gpu tests done at $(( $(date +%s) - T0 )) s"
+fi
 
-# The kernels against fp64 and (an earlier run of) fla, then the whole model against fla's, in this order.
-has kernels && timeout 260 python3 -m kernels.bench --no-fla --fla-table benchmarks/kernels-2026-11-29.md --profile \
-  --out "$R/kernels.md" 2>&1 | tee "$R/kernels.log"
+# The whole model against fla's (TP_VARIANTS picks), then the kernels against fp64 and fla in the same run
+# (KERNELS_ARGS adds options, e.g. "--only 4 8" or "--no-fla --fla-table benchmarks/kernels-DATE.md").
 has throughput && timeout $(left) python3 experiments/model_throughput.py \
   --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 | tee "$R/throughput.log"
+has kernels && timeout $(left) python3 -m kernels.bench --profile ${KERNELS_ARGS:-} \
+  --out "$R/kernels.md" 2>&1 | tee "$R/kernels.log"
 
 # Compile the Triton kernels for the study's head dims (K = 0.75·d/6 at d = 256, 512, 1024, 1536), in parallel.
 WARM_PID=
