@@ -12,7 +12,8 @@ times the work, not a verified gradient.
 Prints one row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
 parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens), peak memory,
 seconds to the first step (compilation, autotuning), and the loss at the first and last timed step. --profile adds
-the CUDA time per kernel of each variant (which is where the whole-model gap to the kernels' speed lives).
+the CUDA time per kernel of each variant and the GPU's busy fraction (kernel time / step time; the rest is the GPU
+waiting for the host).
 """
 from __future__ import annotations
 
@@ -32,12 +33,16 @@ from scaling.train import TrainConfig, loss_function, make_optimizer
 StepFn = Callable[[Tensor, Tensor], Tensor]
 
 
-def ours(args: argparse.Namespace, compile: bool) -> tuple[nn.Module, StepFn]:
+def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
+    """variant: ours (eager), ours-compile (TrainConfig.compile), ours-cudagraphs (torch.compile's
+    "reduce-overhead" mode: the compiled forward and backward replayed as CUDA graphs)."""
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
                          vocab_size=args.vocab, tie_embeddings=True)
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
-    train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=compile)
+    train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=variant == "ours-compile")
     loss_fn, optimizer = loss_function(train_config), make_optimizer(model, "gdn-mup", train_config)
+    if variant == "ours-cudagraphs":
+        loss_fn = torch.compile(loss_fn, mode="reduce-overhead")
 
     def step(inputs: Tensor, targets: Tensor) -> Tensor:
         loss = loss_fn(model, (inputs, targets))
@@ -74,7 +79,7 @@ def update(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor) -> 
 
 def measure(name: str, args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
-    model, step = fla(args) if name == "fla" else ours(args, compile=name == "ours-compile")
+    model, step = fla(args) if name == "fla" else ours(args, name)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator(device="cuda").manual_seed(0)
     tokens = torch.randint(0, args.vocab, (args.warmup + args.steps, args.batch, args.seq_len + 1),
@@ -97,6 +102,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
            "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
     if args.profile:
         row["profile"] = profile(step, tokens[-1])
+        row["gpu_busy"] = sum(ms for _, ms in row["profile"]) / row["ms_per_step"]
     return row
 
 
@@ -107,22 +113,23 @@ def profile(step: StepFn, tokens: Tensor, top: int = 25) -> list[tuple[str, floa
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | peak GiB | first step s | loss first → last |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | GPU busy | peak GiB | first step s | "
+             "loss first → last |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['error']} | | | | | | |")
+            lines.append(f"| {r['variant']} | {r['error']} | | | | | | | |")
             continue
         lines.append(f"| {r['variant']} | {r['params'] / 1e6:.1f}M | {r['ms_per_step']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {r['peak_gb']:.1f} | {r['first_step_s']:.0f} | "
-                     f"{r['loss_first']:.3f} → {r['loss_last']:.3f} |")
+                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | "
+                     + (f"{r['gpu_busy']:.0%}" if "gpu_busy" in r else "–")
+                     + f" | {r['peak_gb']:.1f} | {r['first_step_s']:.0f} | {r['loss_first']:.3f} → {r['loss_last']:.3f} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"],
-                   choices=["ours", "ours-compile", "fla"])
+                   choices=["ours", "ours-compile", "ours-cudagraphs", "fla"])
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=6)

@@ -1,5 +1,9 @@
-"""The autograd Function around the Triton chunk kernels, and the public entry point with the reference's signature."""
+"""The Triton chunk kernels as PyTorch custom ops with their autograd, and the public entry points with the
+reference's signature. Custom ops are opaque to torch.compile: a compiled model traces around them as one graph
+(no graph break per layer) and calls the kernels as they are."""
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -8,40 +12,74 @@ from ..delta_product import check_micro_steps
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd
 from .l2norm import l2_normalize_triton
+from .utils import CHUNK
+
+SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediates the backward reads (chunk_fwd)
+Tensors6 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
-class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
-    """o, final_state = f(q, k, v, g, beta, initial_state) for DeltaProduct_nh by interleaving (nh = 1: the gated
-    delta rule): k, v, beta have T·nh micro-steps, q and g T tokens (see chunk_fwd); q, k already L2-normalised."""
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-                initial_state: Tensor | None, output_final_state: bool, nh: int) -> tuple[Tensor, Tensor | None]:
-        q, k, v, beta = (x.contiguous() for x in (q, k, v, beta))
-        g = g.contiguous() if g is not None else None
-        h0 = initial_state.float().contiguous() if initial_state is not None else None
-        save = any(ctx.needs_input_grad)
-        o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, h0, output_final_state, save, nh)
-        if save:
-            ctx.save_for_backward(q, k, v, g, beta, h0, *saved.values())
-            ctx.saved_names = tuple(saved)
-            ctx.scale = scale
-            ctx.nh = nh
-            ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
-        return o, ht
-
-    @staticmethod
-    def backward(ctx, do: Tensor, dht: Tensor | None):
-        q, k, v, g, beta, h0, *rest = ctx.saved_tensors
-        saved = dict(zip(ctx.saved_names, rest))
-        dht = dht.float().contiguous() if dht is not None else None
-        dq, dk, dv, dg, dbeta, dh0 = chunk_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht, saved, ctx.nh)
-        if dh0 is not None:
-            dh0 = dh0.to(ctx.h0_dtype)
-        return dq, dk, dv, dg, dbeta, None, dh0, None, None
+@torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
+def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Tensor, scale: float,
+                          initial_state: Optional[Tensor], output_final_state: bool, nh: int
+                          ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k already
+    L2-normalised, initial_state fp32 (shapes: chunk_fwd). Returns o, the final state (an empty tensor unless
+    output_final_state) and the SAVED intermediates."""
+    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, True, nh)
+    return (o, ht if ht is not None else _empty(q), *(saved[n] for n in SAVED))
 
 
-@torch.compiler.disable  # torch.compile runs around it: the launcher and autograd.Function stay eager
+@torch.library.custom_op("deltamup::chunk_gated_delta_bwd", mutates_args=())
+def chunk_gated_delta_bwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Tensor, scale: float,
+                          initial_state: Optional[Tensor], do: Tensor, dht: Optional[Tensor], G: Tensor, Tinv: Tensor,
+                          Aqk: Tensor, w: Tensor, h_all: Tensor, v_new: Tensor, nh: int) -> Tensors6:
+    """(dq, dk, dv, dg, dβ, dh0) from chunk_gated_delta_fwd's inputs and SAVED outputs; dg and dh0 are empty
+    tensors where g or the initial state are None."""
+    saved = dict(zip(SAVED, (G, Tinv, Aqk, w, h_all, v_new)))
+    dq, dk, dv, dg, dbeta, dh0 = chunk_bwd(q, k, v, g, beta, scale, initial_state, do, dht, saved, nh)
+    return dq, dk, dv, dg if dg is not None else _empty(q), dbeta, dh0 if dh0 is not None else _empty(q)
+
+
+def _empty(like: Tensor) -> Tensor:
+    """The stand-in for an absent output (custom ops return tensors, not None)."""
+    return like.new_empty(0, dtype=torch.float32)
+
+
+@chunk_gated_delta_fwd.register_fake
+def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh):
+    B, T, H, K = k.shape
+    V, NT, f32 = v.shape[-1], -(-T // CHUNK), torch.float32
+    ht = k.new_empty(B, H, K, V, dtype=f32) if output_final_state else _empty(q)
+    return (v.new_empty(B, T // nh, H, V), ht, k.new_empty(B, T, H, dtype=f32), k.new_empty(B, T, H, CHUNK, dtype=f32),
+            k.new_empty(B, T, H, CHUNK, dtype=f32), torch.empty_like(k), k.new_empty(B, H, NT, K, V),
+            torch.empty_like(v))
+
+
+@chunk_gated_delta_bwd.register_fake
+def _(q, k, v, g, beta, scale, initial_state, do, dht, G, Tinv, Aqk, w, h_all, v_new, nh):
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            torch.empty_like(g) if g is not None else _empty(q), torch.empty_like(beta),
+            torch.empty_like(initial_state) if initial_state is not None else _empty(q))
+
+
+def _setup_context(ctx, inputs: tuple, output: tuple) -> None:
+    q, k, v, g, beta, scale, initial_state, output_final_state, nh = inputs
+    ctx.save_for_backward(q, k, v, g, beta, initial_state, *output[2:])
+    ctx.mark_non_differentiable(*output[2:])
+    ctx.scale, ctx.nh, ctx.output_final_state = scale, nh, output_final_state
+
+
+def _backward(ctx, do: Tensor, dht: Tensor | None, *_):
+    q, k, v, g, beta, h0, *saved = ctx.saved_tensors
+    dht = dht.contiguous() if ctx.output_final_state and dht is not None else None
+    dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
+                                                       *saved, ctx.nh)
+    return (dq, dk, dv, dg if g is not None else None, dbeta, None, dh0 if h0 is not None else None, None, None)
+
+
+chunk_gated_delta_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
 def chunk_gated_delta_product_triton(
     q: Tensor,
     k: Tensor,
@@ -71,11 +109,13 @@ def chunk_gated_delta_product_triton(
             q.float(), k.float(), v.float(), g.float() if g is not None else None, beta.float(), num_householder,
             scale, initial_state.float() if initial_state is not None else None, output_final_state)
         return o.double(), (ht.double() if ht is not None else None)
-    return ChunkGatedDeltaRuleFunction.apply(q, k, v, g, beta, scale, initial_state, output_final_state,
-                                             num_householder)
+    h0 = initial_state.float().contiguous() if initial_state is not None else None
+    o, ht, *_ = chunk_gated_delta_fwd(q.contiguous(), k.contiguous(), v.contiguous(),
+                                      g.contiguous() if g is not None else None, beta.contiguous(), scale, h0,
+                                      output_final_state, num_householder)
+    return o, (ht if output_final_state else None)
 
 
-@torch.compiler.disable  # torch.compile runs around it: the launcher and autograd.Function stay eager
 def chunk_gated_delta_rule_triton(
     q: Tensor,
     k: Tensor,

@@ -42,29 +42,48 @@ def l2norm_bwd_kernel(x, dy, dx, N, eps, D: tl.constexpr, BD: tl.constexpr, R: t
     tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-class L2NormFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, eps: float) -> Tensor:
-        x = x.contiguous()
-        D = x.shape[-1]
-        N = x.numel() // D
-        y = torch.empty_like(x)
-        l2norm_fwd_kernel[(triton.cdiv(N, ROWS),)](x, y, N, eps, D=D, BD=pow2(D), R=ROWS, num_warps=4)
-        ctx.save_for_backward(x)
-        ctx.eps = eps
-        return y
+@torch.library.custom_op("deltamup::l2norm_fwd", mutates_args=())
+def l2norm_fwd(x: Tensor, eps: float) -> Tensor:
+    """x [..., D] contiguous -> x / ‖x‖ over D."""
+    D = x.shape[-1]
+    N = x.numel() // D
+    y = torch.empty_like(x)
+    l2norm_fwd_kernel[(triton.cdiv(N, ROWS),)](x, y, N, eps, D=D, BD=pow2(D), R=ROWS, num_warps=4)
+    return y
 
-    @staticmethod
-    def backward(ctx, dy: Tensor):
-        (x,) = ctx.saved_tensors
-        D = x.shape[-1]
-        N = x.numel() // D
-        dx = torch.empty_like(x)
-        l2norm_bwd_kernel[(triton.cdiv(N, ROWS),)](x, dy.contiguous(), dx, N, ctx.eps, D=D, BD=pow2(D), R=ROWS,
-                                                   num_warps=4)
-        return dx, None
+
+@torch.library.custom_op("deltamup::l2norm_bwd", mutates_args=())
+def l2norm_bwd(x: Tensor, dy: Tensor, eps: float) -> Tensor:
+    """dx [..., D] from x and dy (both contiguous)."""
+    D = x.shape[-1]
+    N = x.numel() // D
+    dx = torch.empty_like(x)
+    l2norm_bwd_kernel[(triton.cdiv(N, ROWS),)](x, dy, dx, N, eps, D=D, BD=pow2(D), R=ROWS, num_warps=4)
+    return dx
+
+
+@l2norm_fwd.register_fake
+def _(x: Tensor, eps: float) -> Tensor:
+    return torch.empty_like(x)
+
+
+@l2norm_bwd.register_fake
+def _(x: Tensor, dy: Tensor, eps: float) -> Tensor:
+    return torch.empty_like(x)
+
+
+def _l2norm_setup(ctx, inputs: tuple, output: Tensor) -> None:
+    ctx.save_for_backward(inputs[0])
+    ctx.eps = inputs[1]
+
+
+def _l2norm_backward(ctx, dy: Tensor) -> tuple[Tensor, None]:
+    return l2norm_bwd(ctx.saved_tensors[0], dy.contiguous(), ctx.eps), None
+
+
+l2norm_fwd.register_autograd(_l2norm_backward, setup_context=_l2norm_setup)
 
 
 def l2_normalize_triton(x: Tensor, eps: float = 1e-6) -> Tensor:
     """x / ‖x‖ over the last dimension (kernels.reference.l2_normalize's formula), differentiable; [..., D]."""
-    return L2NormFunction.apply(x, eps)
+    return l2norm_fwd(x.contiguous(), eps)
