@@ -3,8 +3,10 @@ same model built from fla 0.6.0's layers (GatedDeltaNetForCausalLM, with its fus
 cross-entropy), in one run, on the same random tokens.
 
 Default shape: the kernels issue's — width 1024, 8 layers, 6 heads (K 128, V 256), MLP ⌈8d/3⌉ = 2731, vocab 50304,
-tied embeddings, batch 16 × 1024. Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3,
-wd 0.1), gradient clipping at 1.0. fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step
+tied embeddings, batch 16 × 1024. 2731 is not a multiple of 8, which keeps eager cuBLAS off its Hopper GEMMs (on
+2026-11-29 fla's eager step spent 53.5 of its 108 ms in a pre-Hopper cutlass GEMM; Inductor pads such matmuls);
+`--mlp-hidden 2816` (fla's own rounding of 8d/3) compares both models without that.
+Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3, wd 0.1), gradient clipping at 1.0. fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step
 times the work, not a verified gradient.
 
     python3 experiments/model_throughput.py --variants ours ours-compile fla --out throughput.json
@@ -37,7 +39,8 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     """variant: ours (eager), ours-compile (TrainConfig.compile), ours-cudagraphs (torch.compile's
     "reduce-overhead" mode: the compiled forward and backward replayed as CUDA graphs)."""
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
-                         vocab_size=args.vocab, tie_embeddings=True)
+                         vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width)
+    assert config.mlp_hidden == args.mlp_hidden
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
     train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=variant == "ours-compile")
     loss_fn, optimizer = loss_function(train_config), make_optimizer(model, "gdn-mup", train_config)
@@ -57,7 +60,7 @@ def fla(args: argparse.Namespace) -> tuple[nn.Module, StepFn]:
     fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True  # bypass the Hopper guard (fla issue 640): times the work
     config = GatedDeltaNetConfig(hidden_size=args.width, num_hidden_layers=args.depth, num_heads=args.heads,
                                  head_dim=round(0.75 * args.width / args.heads), expand_v=2.0,
-                                 intermediate_size=-(-8 * args.width // 3), vocab_size=args.vocab,
+                                 intermediate_size=args.mlp_hidden, vocab_size=args.vocab,
                                  tie_word_embeddings=True, use_short_conv=True, conv_size=4)
     model = GatedDeltaNetForCausalLM(config).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
@@ -134,6 +137,8 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--vocab", type=int, default=50304)
+    p.add_argument("--mlp-hidden", type=int, help="SwiGLU width of both models (default ⌈8d/3⌉, this project's; "
+                   "fla's own default rounds 8d/3 up to a multiple of 256)")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=1024)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -142,6 +147,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="add CUDA time per kernel (3 steps) to each row")
     p.add_argument("--out", help="also write the rows as JSON here")
     args = p.parse_args()
+    args.mlp_hidden = args.mlp_hidden or -(-8 * args.width // 3)
     if not torch.cuda.is_available():
         raise SystemExit("model_throughput: needs a CUDA GPU")
     rows = []

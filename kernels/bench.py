@@ -198,7 +198,7 @@ def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
     except Exception as e:
         res["fla"] = f"crash: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]}"
     print(json.dumps(res), flush=True)
-    if profile and isinstance(res["fla"], list):
+    if profile and not isinstance(res["fla"], str):  # timings, not a crash text
         try:
             print(f"profile fla {s}: {kernel_profile(fla_fn(s), x)}", flush=True)
         except Exception as e:
