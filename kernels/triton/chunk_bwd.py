@@ -210,6 +210,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
     prec = precision(q.dtype)
+    exact = q.dtype == torch.float32  # fp32 operands in every product; else half-precision operands, as fla
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
     dv_new = torch.empty(B, T, H, V, **f32)
@@ -232,7 +233,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dG = torch.empty(NK, B, T, H, **f32)
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
 
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
@@ -240,5 +241,5 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dg = torch.empty_like(g) if g is not None else None
     launch(chunk_wy_bwd_kernel, (NT, B * H),
            (k, v, beta, G, Tinv, dw, dv_new, dk_part, dG, dk, dv, dbeta, dg if dg is not None else dbeta, T, NK),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
     return dq, dk, dv, dg, dbeta, (dh0 if initial_state is not None else None)

@@ -158,10 +158,11 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     w = torch.empty_like(k)
     u = torch.empty_like(v)
     prec = precision(q.dtype)
+    exact = q.dtype == torch.float32  # fp32 operands in every product; else half-precision operands, as fla
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=True, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
