@@ -6,6 +6,9 @@
 #   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
 #   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "throughput" (whole model, ours eager and
 #   compiled vs fla's model, in one run) and "kernels" (kernels.bench, ours and fla in one run) need the bundle.
+#   What they cost on an H200 (2026-11-29, session 3): gpu-tests 226 s; throughput with fla ≈ 6 min (fla's model
+#   autotunes for 347 s before its first step); kernels with fla: 257 s of parallel compilation for ten shapes, then
+#   about 40 s a shape — so one call takes about six shapes with fla (KERNELS_ARGS="--only ...").
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
 R=${OUT:-out}/r; mkdir -p "$R"
