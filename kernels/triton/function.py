@@ -15,7 +15,6 @@ from .l2norm import l2_normalize_triton
 from .utils import CHUNK
 
 SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediates the backward reads (chunk_fwd)
-Tensors6 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
@@ -32,7 +31,8 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], 
 @torch.library.custom_op("deltamup::chunk_gated_delta_bwd", mutates_args=())
 def chunk_gated_delta_bwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Tensor, scale: float,
                           initial_state: Optional[Tensor], do: Tensor, dht: Optional[Tensor], G: Tensor, Tinv: Tensor,
-                          Aqk: Tensor, w: Tensor, h_all: Tensor, v_new: Tensor, nh: int) -> Tensors6:
+                          Aqk: Tensor, w: Tensor, h_all: Tensor, v_new: Tensor, nh: int
+                          ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dβ, dh0) from chunk_gated_delta_fwd's inputs and SAVED outputs; dg and dh0 are empty
     tensors where g or the initial state are None."""
     saved = dict(zip(SAVED, (G, Tinv, Aqk, w, h_all, v_new)))
