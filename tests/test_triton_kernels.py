@@ -182,3 +182,30 @@ def test_compiles_as_one_graph():
     got = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(*leaves), leaves)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+def test_gradients_through_final_state_only():
+    """A loss on the final state alone (the output's gradient never materialised) gives the reference gradients."""
+    x = make_inputs(1, 70, 2, 16, 32, "random", seed=6)
+
+    def grads(rule, dtype):
+        leaves = [x[n].to(dtype).requires_grad_() for n in ("q", "k", "v", "g", "beta", "h0")]
+        _, ht = rule(*leaves[:5], initial_state=leaves[5], output_final_state=True)
+        return torch.autograd.grad((ht * ht).sum(), leaves[1:])  # q reaches only the output
+
+    for got, want in zip(grads(chunk_gated_delta_rule_triton, torch.float32),
+                         grads(recurrent_gated_delta_rule, torch.float64)):
+        assert ((got.double() - want).norm() / want.norm()).item() < 1e-4
+
+
+def test_backward_fills_no_zero_gradients():
+    """The saved intermediates are outputs of the forward op; autograd must not build zero gradients for them (on a
+    GPU that was seven fill kernels a call, 4% of DeltaProduct's fwd+bwd)."""
+    from torch.profiler import ProfilerActivity, profile
+    x = make_inputs(1, 70, 2, 16, 32, "random")
+    leaves = [x[n].float().requires_grad_() for n in ("q", "k", "v", "g", "beta")]
+    o, _ = chunk_gated_delta_rule_triton(*leaves)
+    loss = o.sum()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        loss.backward()
+    assert not [e.name for e in prof.events() if e.name in ("aten::zeros", "aten::zero_")]

@@ -66,11 +66,14 @@ def _setup_context(ctx, inputs: tuple, output: tuple) -> None:
     q, k, v, g, beta, scale, initial_state, output_final_state, nh = inputs
     ctx.save_for_backward(q, k, v, g, beta, initial_state, *output[2:])
     ctx.mark_non_differentiable(*output[2:])
+    ctx.set_materialize_grads(False)  # no zero-filled gradients for the saved intermediates (or an unused output)
     ctx.scale, ctx.nh, ctx.output_final_state = scale, nh, output_final_state
 
 
-def _backward(ctx, do: Tensor, dht: Tensor | None, *_):
+def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
     q, k, v, g, beta, h0, *saved = ctx.saved_tensors
+    if do is None:  # only the final state reaches the loss
+        do = v.new_zeros(*q.shape[:-1], v.shape[-1])
     dht = dht.contiguous() if ctx.output_final_state and dht is not None else None
     dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
                                                        *saved, ctx.nh)
