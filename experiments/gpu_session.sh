@@ -11,7 +11,7 @@
 #   about 40 s a shape — so one call takes about six shapes with fla (KERNELS_ARGS="--only ...").
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
-R=${OUT:-out}/r; mkdir -p "$R"
+R=${OUT:-out}/r; mkdir -p "$R"; R=$(cd "$R" && pwd)
 T0=$(date +%s); left() { echo $(( ${BUDGET:-530} - ($(date +%s) - T0) )); }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/gpu.txt"
@@ -33,6 +33,13 @@ fi
 # (KERNELS_ARGS adds options, e.g. "--only 4 8" or "--no-fla --fla-table benchmarks/kernels-DATE.md").
 has throughput && timeout $(left) python3 experiments/model_throughput.py \
   --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 | tee "$R/throughput.log"
+# KERNELS_BASELINE (a tarball of an earlier kernels/ folder: git archive REV kernels | gzip > .gpu/kernels-REV.tgz)
+# first times that version (ours only) on the same shapes: before and after in one call.
+if has kernels && [ -n "${KERNELS_BASELINE:-}" ]; then
+  mkdir -p /tmp/baseline && tar -C /tmp/baseline -xzf "$KERNELS_BASELINE"
+  (cd /tmp/baseline && timeout $(left) python3 -m kernels.bench --no-fla --profile ${KERNELS_ARGS:-} \
+    --out "$R/kernels-baseline.md") 2>&1 | tee "$R/kernels-baseline.log"
+fi
 has kernels && timeout $(left) python3 -m kernels.bench --profile ${KERNELS_ARGS:-} \
   --out "$R/kernels.md" 2>&1 | tee "$R/kernels.log"
 
