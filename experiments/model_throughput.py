@@ -6,8 +6,9 @@ Default shape: the kernels issue's — width 1024, 8 layers, 6 heads (K 128, V 2
 tied embeddings, batch 16 × 1024. 2731 is not a multiple of 8, which keeps eager cuBLAS off its Hopper GEMMs (on
 2026-11-29 fla's eager step spent 53.5 of its 108 ms in a pre-Hopper cutlass GEMM; Inductor pads such matmuls);
 `--mlp-hidden 2816` (fla's own rounding of 8d/3) compares both models without that.
-Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3, wd 0.1), gradient clipping at 1.0. fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step
-times the work, not a verified gradient.
+Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3, wd 0.1), gradient clipping at 1.0.
+fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step times the work, not a verified
+gradient.
 
     python3 experiments/model_throughput.py --variants ours ours-compile fla --out throughput.json
 
@@ -122,10 +123,10 @@ def table(rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"| {r['variant']} | {r['error']} | | | | | | | |")
             continue
+        busy = f"{r['gpu_busy']:.0%}" if "gpu_busy" in r else "–"
         lines.append(f"| {r['variant']} | {r['params'] / 1e6:.1f}M | {r['ms_per_step']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | "
-                     + (f"{r['gpu_busy']:.0%}" if "gpu_busy" in r else "–")
-                     + f" | {r['peak_gb']:.1f} | {r['first_step_s']:.0f} | {r['loss_first']:.3f} → {r['loss_last']:.3f} |")
+                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {busy} | {r['peak_gb']:.1f} | "
+                     f"{r['first_step_s']:.0f} | {r['loss_first']:.3f} → {r['loss_last']:.3f} |")
     return "\n".join(lines)
 
 

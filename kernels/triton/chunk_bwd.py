@@ -39,7 +39,7 @@ def chunk_dv_local_bwd_kernel(
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
     p_do, m_do = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
     b_do = tl.load(do + tq * V + p_do, mask=m_do, other=0.0)
-    tl.store(dv_new + tok * V + p, mm(tl.trans(b_A), b_do, do, False, PREC), mask=m)
+    tl.store(dv_new + tok * V + p, mm(tl.trans(b_A), b_do, do, PREC), mask=m)
 
 
 @triton.jit
@@ -81,7 +81,7 @@ def chunk_state_bwd_kernel(
 def chunk_dqk_bwd_kernel(
     q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk, dw, dG,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (NT, B·H, K / BK). Gradients through the output and state terms: dq (final), dk and dw [B,T,H,K]
     (fp32, partial dk), and this K block's share of dG ([NK,B,T,H] fp32, the G_C term included)."""
@@ -110,20 +110,20 @@ def chunk_dqk_bwd_kernel(
         b_do = tl.load(do + tq * V + p_do, mask=m_do, other=0.0)
         b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
         b_dvn = tl.load(dv_new + tok * V + p, mask=m, other=0.0)
-        b_dqg += mm(b_do, tl.trans(b_h), k, False, PREC)
-        b_dkd += mm(b_vn, tl.trans(b_dh), k, False, PREC)
-        b_dw -= mm(b_dvn, tl.trans(b_h), k, F32, PREC)
-        b_dA += mm(b_do, tl.trans(b_vn), k, False, PREC)
+        b_dqg += mm(b_do, tl.trans(b_h), k, PREC)
+        b_dkd += mm(b_vn, tl.trans(b_dh), k, PREC)
+        b_dw -= mm(b_dvn, tl.trans(b_h), k, PREC)
+        b_dA += mm(b_do, tl.trans(b_vn), k, PREC)
         b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32))
     p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
     p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
     b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0).to(tl.float32)
     b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
     b_dA = b_dA * decay(b_G, C, False) * scale
-    b_dq = b_dqg * (tl.exp(b_G) * scale)[:, None] + mm(b_dA, b_k, k, F32, PREC)
+    b_dq = b_dqg * (tl.exp(b_G) * scale)[:, None] + mm(b_dA, b_k, k, PREC)
     b_dk = b_dkd * tl.exp(b_gl - b_G)[:, None]
     b_dgl = b_dgl * tl.exp(b_gl) + tl.sum(b_dk * b_k)
-    b_dk += mm(tl.trans(b_dA), b_q, k, F32, PREC)
+    b_dk += mm(tl.trans(b_dA), b_q, k, PREC)
     b_dG = tl.sum(b_q * b_dq, axis=1) - tl.sum(b_k * b_dk, axis=1)
     b_dG = tl.where(rows == tl.minimum(t0 + C, T) - 1, b_dG + b_dgl, b_dG)
     tl.store(dq + tq * K + p_q, b_dq.to(dq.dtype.element_ty), mask=m_q)
@@ -137,7 +137,7 @@ def chunk_wy_bwd_kernel(
     k, v, beta, G, Tinv, dw, dv_new, dk_part, dG_part, dk, dv, dbeta, dg,
     T, NK, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (NT, B·H). Gradients through w = T (β e^G K), u = T (β V), T = (I + A)^{-1}: final dk, dv, dβ and dg
     (dG_part summed over its NK blocks, then the reverse cumulative sum within the chunk over micro-rows; dg
@@ -160,22 +160,22 @@ def chunk_wy_bwd_kernel(
         p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
         b_v = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32)
         b_du = tl.load(dv_new + tok * V + p_v, mask=m_v, other=0.0)
-        b_dvb = mm(tl.trans(b_T), b_du, k, F32, PREC)
+        b_dvb = mm(tl.trans(b_T), b_du, k, PREC)
         tl.store(dv + tok * V + p_v, (b_dvb * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_v)
         b_dbeta += tl.sum(b_v * b_dvb, axis=1)
-        b_dT += mm(b_du, tl.trans(b_v * b_beta[:, None]), k, F32, PREC)
+        b_dT += mm(b_du, tl.trans(b_v * b_beta[:, None]), k, PREC)
     for i_k in range(tl.cdiv(K, BK)):
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
         b_dw = tl.load(dw + tok * K + p_k, mask=m_k, other=0.0)
-        b_dkb = mm(tl.trans(b_T), b_dw, k, F32, PREC)
+        b_dkb = mm(tl.trans(b_T), b_dw, k, PREC)
         b_kg = b_k * b_eG[:, None]
         b_dbeta += tl.sum(b_kg * b_dkb, axis=1)
         b_dG += tl.sum(b_kg * b_dkb, axis=1) * b_beta
-        b_dT += mm(b_dw, tl.trans(b_kg * b_beta[:, None]), k, F32, PREC)
-        b_kk += mm(b_k, tl.trans(b_k), k, F32, PREC)
+        b_dT += mm(b_dw, tl.trans(b_kg * b_beta[:, None]), k, PREC)
+        b_kk += mm(b_k, tl.trans(b_k), k, PREC)
     b_D = decay(b_G, C, True)
-    b_dA = -mm(mm(tl.trans(b_T), b_dT, k, F32, PREC), tl.trans(b_T), k, F32, PREC)
+    b_dA = -mm(mm(tl.trans(b_T), b_dT, k, PREC), tl.trans(b_T), k, PREC)
     b_dAe = b_dA * b_D
     b_dbeta += tl.sum(b_dAe * b_kk, axis=1)
     b_dAA = b_dAe * b_kk * b_beta[:, None]
@@ -187,7 +187,7 @@ def chunk_wy_bwd_kernel(
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
         b_dw = tl.load(dw + tok * K + p_k, mask=m_k, other=0.0)
         b_dk = tl.load(dk_part + tok * K + p_k, mask=m_k, other=0.0)
-        b_dk += mm(tl.trans(b_T), b_dw, k, F32, PREC) * (b_beta * b_eG)[:, None] + mm(b_M, b_k, k, F32, PREC)
+        b_dk += mm(tl.trans(b_T), b_dw, k, PREC) * (b_beta * b_eG)[:, None] + mm(b_M, b_k, k, PREC)
         tl.store(dk + tok * K + p_k, b_dk.to(dk.dtype.element_ty), mask=m_k)
     tl.store(dbeta + tok + rows * H, b_dbeta.to(dbeta.dtype.element_ty), mask=rows < T)
     if USE_G:
@@ -210,7 +210,6 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
     prec = precision(q.dtype)
-    exact = q.dtype == torch.float32  # fp32 operands in every product; else half-precision operands, as fla
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
     dv_new = torch.empty(B, T, H, V, **f32)
@@ -233,7 +232,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dG = torch.empty(NK, B, T, H, **f32)
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh), PAR_CONFIGS)
 
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
@@ -241,5 +240,5 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dg = torch.empty_like(g) if g is not None else None
     launch(chunk_wy_bwd_kernel, (NT, B * H),
            (k, v, beta, G, Tinv, dw, dv_new, dk_part, dG, dk, dv, dbeta, dg if dg is not None else dbeta, T, NK),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, PREC=prec, NH=nh), PAR_CONFIGS)
     return dq, dk, dv, dg, dbeta, (dh0 if initial_state is not None else None)

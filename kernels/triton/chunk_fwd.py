@@ -30,7 +30,7 @@ def chunk_prepare_fwd_kernel(
     q, k, v, g, beta, G_out, T_out, Aqk_out, w_out, u_out,
     scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, F32: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (NT, B·H). Writes G [B,T,H], T and Aqk [B,T,H,C] (fp32), w [B,T,H,K] and u [B,T,H,V] (input dtype);
     q and g have a row per token of NH micro-rows."""
@@ -55,8 +55,8 @@ def chunk_prepare_fwd_kernel(
         p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
         b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
-        b_kk += mm(b_k, tl.trans(b_k), k, False, PREC)
-        b_qk += mm(b_q, tl.trans(b_k), k, False, PREC)
+        b_kk += mm(b_k, tl.trans(b_k), k, PREC)
+        b_qk += mm(b_q, tl.trans(b_k), k, PREC)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     tl.store(Aqk_out + tok * C + p_c, b_qk * decay(b_G, C, False) * scale, mask=m_c)
     # A goes through T_out: the solve reads it back in 16×16 blocks and overwrites it with T = (I + A)^{-1}
@@ -68,11 +68,11 @@ def chunk_prepare_fwd_kernel(
     for i_k in range(tl.cdiv(K, BK)):
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         b_kb = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32) * (b_beta * tl.exp(b_G))[:, None]
-        tl.store(w_out + tok * K + p_k, mm(b_T, b_kb, k, F32, PREC).to(w_out.dtype.element_ty), mask=m_k)
+        tl.store(w_out + tok * K + p_k, mm(b_T, b_kb, k, PREC).to(w_out.dtype.element_ty), mask=m_k)
     for i_v in range(tl.cdiv(V, BV)):
         p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
         b_vb = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32) * b_beta[:, None]
-        tl.store(u_out + tok * V + p_v, mm(b_T, b_vb, k, F32, PREC).to(u_out.dtype.element_ty), mask=m_v)
+        tl.store(u_out + tok * V + p_v, mm(b_T, b_vb, k, PREC).to(u_out.dtype.element_ty), mask=m_v)
 
 
 @triton.jit
@@ -126,7 +126,7 @@ def chunk_o_fwd_kernel(
     b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
     b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
-    b_o = b_o * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, v_new, False, PREC)
+    b_o = b_o * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, v_new, PREC)
     p_o, m_o = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
     tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
@@ -142,11 +142,11 @@ OUT_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages":
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-              initial_state: Tensor | None, output_final_state: bool, save: bool, nh: int = 1
+              initial_state: Tensor | None, output_final_state: bool, nh: int = 1
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
     """k [B,T,H,K], v [B,T,H,V], β [B,T,H] over T = T_tok·nh micro-rows; q [B,T_tok,H,K], g [B,T_tok,H] or None;
     all contiguous. Returns o [B,T_tok,H,V], the final state or None, and the saved intermediates (G, Tinv, Aqk, w,
-    h_all, v_new; a row per micro-row) the backward needs (empty unless save)."""
+    h_all, v_new; a row per micro-row) the backward needs."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     C = CHUNK
@@ -158,11 +158,10 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     w = torch.empty_like(k)
     u = torch.empty_like(v)
     prec = precision(q.dtype)
-    exact = q.dtype == torch.float32  # fp32 operands in every product; else half-precision operands, as fla
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, F32=exact, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh), PAR_CONFIGS)
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
@@ -175,5 +174,4 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
-    saved = dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new) if save else {}
-    return o, (ht if output_final_state else None), saved
+    return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

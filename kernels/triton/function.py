@@ -24,7 +24,7 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], 
     """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k already
     L2-normalised, initial_state fp32 (shapes: chunk_fwd). Returns o, the final state (an empty tensor unless
     output_final_state) and the SAVED intermediates."""
-    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, True, nh)
+    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh)
     return (o, ht if ht is not None else _empty(q), *(saved[n] for n in SAVED))
 
 

@@ -79,13 +79,11 @@ def decay(G, C: tl.constexpr, STRICT: tl.constexpr):
 
 
 @triton.jit
-def mm(a, b, ref_ptr, F32: tl.constexpr, PREC: tl.constexpr):
-    """a @ b with fp32 accumulation; operands in fp32 if F32 (tf32/ieee by PREC) else in ref_ptr's dtype."""
-    if F32:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PREC)
-    else:
-        dt = ref_ptr.dtype.element_ty
-        return tl.dot(a.to(dt), b.to(dt), input_precision=PREC)
+def mm(a, b, ref_ptr, PREC: tl.constexpr):
+    """a @ b with fp32 accumulation and operands in ref_ptr's dtype (an input's: exact fp32 products for fp32
+    inputs, half-precision operands for half-precision inputs, as fla's kernels)."""
+    dt = ref_ptr.dtype.element_ty
+    return tl.dot(a.to(dt), b.to(dt), input_precision=PREC)
 
 
 @triton.jit
@@ -218,7 +216,7 @@ def pow2(n: int, lo: int = 16) -> int:
 
 def precision(dtype: torch.dtype) -> str:
     """Dot precision for fp32 operands: exact for fp32 inputs. With half-precision inputs every product of the chunk
-    kernels takes half-precision operands (mm with F32 false), so the tf32 given then is never exercised."""
+    kernels takes half-precision operands (mm), so the tf32 given then is never exercised."""
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
