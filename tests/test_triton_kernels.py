@@ -115,6 +115,21 @@ def test_delta_product_triton_does_not_interleave(monkeypatch):
     assert o.shape == (1, 2, 1, 8)
 
 
+@pytest.mark.parametrize("config", [dict(BV=16, num_warps=4, num_stages=1), dict(BV=64, num_warps=8, num_stages=2)])
+def test_every_state_config_is_correct(monkeypatch, config):
+    """The sequential passes with a V block other than the heuristic's (launch may pick any state_configs candidate
+    on a GPU): BV = 16 and 64 against the reference, V = 90 (ragged in both), K = 70 (two state blocks)."""
+    from kernels.triton import chunk_bwd, chunk_fwd, utils
+
+    for module in (chunk_fwd, chunk_bwd):
+        monkeypatch.setattr(module, "state_configs", lambda BK, V, BH: [config])
+    monkeypatch.setattr(utils, "_chosen", {})
+    x = make_inputs(1, 70, 2, 70, 90, "random", seed=5)
+    want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
+    got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True)
+    assert_close(got, want, 1e-4)
+
+
 def test_dispatch():
     assert kernels.resolve_backend("triton", "cpu") is chunk_gated_delta_rule_triton
     assert kernels.resolve_backend("auto", "cuda") is chunk_gated_delta_rule_triton

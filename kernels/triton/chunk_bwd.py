@@ -18,9 +18,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS, seq_configs
+from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS
 from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, launch, load_gates,
-                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, store_states, tile, tok_base)
+                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, state_configs, store_states, tile,
+                    tok_base)
 
 
 @triton.jit
@@ -218,11 +219,11 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
            dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
     dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
-    BK, BV, NKB, warps = state_blocks(K, V, B * H)
-    launch(chunk_state_bwd_kernel, (triton.cdiv(V, BV), B * H),
+    BK, NKB = state_blocks(K)
+    launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), seq_configs(warps))
+           dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,
+                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), state_configs(BK, V, B * H), restore=(dv_new,))
 
     BK, BV = BKp, BVp
     NK = triton.cdiv(K, BK)

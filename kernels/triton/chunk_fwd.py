@@ -22,7 +22,8 @@ from torch import Tensor
 
 from .solve import solve_tril_64
 from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, launch, load_gates, load_state,
-                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, store_states, tile, tok_base)
+                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, state_configs, store_states, tile,
+                    tok_base)
 
 
 @triton.jit
@@ -131,14 +132,10 @@ def chunk_o_fwd_kernel(
     tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
-def seq_configs(warps: int) -> tuple[dict[str, int], ...]:
-    """num_warps/num_stages of the sequential passes, in the order tried."""
-    return ({"num_warps": warps, "num_stages": 2}, {"num_warps": warps, "num_stages": 1},
-            {"num_warps": 8, "num_stages": 1})
-
-
-PAR_CONFIGS = ({"num_warps": 8, "num_stages": 2}, {"num_warps": 8, "num_stages": 1}, {"num_warps": 4, "num_stages": 1})
-OUT_CONFIGS = ({"num_warps": 4, "num_stages": 2}, {"num_warps": 4, "num_stages": 1})
+# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block), the
+# old fixed choice first (what the interpreter runs); launch times them all on a GPU
+PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (8, 1), (4, 1), (4, 2), (8, 3), (4, 3)))
+OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (4, 1), (8, 2), (4, 3)))
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
@@ -165,11 +162,11 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
-    BK, BV, NKB, warps = state_blocks(K, V, B * H)
-    launch(chunk_state_fwd_kernel, (triton.cdiv(V, BV), B * H),
+    BK, NKB = state_blocks(K)
+    launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (k, w, u, G, initial_state if initial_state is not None else G, ht, h_all, v_new, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, NKB=NKB, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, PREC=prec), seq_configs(warps))
+           dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
+                STORE_HT=output_final_state, PREC=prec), state_configs(BK, V, B * H))
     o = v.new_empty(B, T // nh, H, V)
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),

@@ -9,7 +9,8 @@ q, o, do, dq ([B, T_tok, H, ·]) and g, dg ([B, T_tok, H]) are read and written 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
@@ -187,14 +188,23 @@ def add_trans_states(b1, b2, b3, b4, decay, x, t0, T, H, K, b_r, C: tl.constexpr
     return b1, b2, b3, b4
 
 
-def state_blocks(K: int, V: int, BH: int) -> tuple[int, int, int, int]:
-    """(BK, BV, NKB, num_warps) of the sequential passes: the [K, BV] state column block is held as NKB ≤ 4 row
-    blocks of BK (64 up to K = 256, wider beyond); BV = 32, or 16 for wide K blocks and when B·H·V/32 < 256."""
+def state_blocks(K: int) -> tuple[int, int]:
+    """(BK, NKB) of the sequential passes: the [K, BV] state column block is held as NKB ≤ 4 row blocks of BK rows
+    (64 up to K = 256, wider beyond)."""
     BK = min(pow2(K), max(64, pow2(triton.cdiv(K, 4))))
+    return BK, triton.cdiv(K, BK)
+
+
+def state_configs(BK: int, V: int, BH: int) -> list[dict[str, int]]:
+    """Candidate (BV, num_warps, num_stages) of the sequential passes, the heuristic's choice first: BV = 32, or 16
+    for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then the other V widths and
+    pipelines (launch times them on a GPU)."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
-    return BK, BV, triton.cdiv(K, BK), 4
+    widths = [BV] + [b for b in (16, 32, 64) if b != BV and b <= pow2(V) and BK * b <= 64 * 64]
+    return [dict(BV=b, num_warps=4, num_stages=s) for b in widths for s in (2, 1)] + [
+        dict(BV=b, num_warps=8, num_stages=2) for b in widths if b >= 32]
 
 
 # The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
@@ -220,24 +230,68 @@ def precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
 _chosen: dict[tuple, dict[str, int]] = {}
 
 
-def launch(kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: dict[str, Any],
-           configs: Sequence[dict[str, int]]) -> None:
-    """Launch `kernel` with the first of `configs` (num_warps/num_stages) that fits the device's shared memory."""
+def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
+           restore: Sequence[torch.Tensor] = ()) -> None:
+    """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
+    function of the merged keyword arguments where a config sets one). On a GPU every config that fits the shared
+    memory is timed once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the
+    tensors in `restore` (those the kernel updates in place) afterwards; on a CPU (the interpreter), under CUDA-graph
+    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken. DELTAMUP_AUTOTUNE_LOG=1 prints the
+    times."""
+    grid_of = grid if callable(grid) else (lambda meta: grid)
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
            tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
-           tuple(a.dtype for a in args if isinstance(a, torch.Tensor)))
+           tuple(a.dtype for a in args if isinstance(a, torch.Tensor)),
+           tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
+    run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
     if key in _chosen:
-        kernel[grid](*args, **kwargs, **_chosen[key])
+        run(_chosen[key])
         return
-    for i, cfg in enumerate(configs):
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    tune = (on_gpu and len(configs) > 1 and os.environ.get("DELTAMUP_AUTOTUNE", "1") != "0"
+            and not torch.cuda.is_current_stream_capturing())
+    saved = [t.clone() for t in restore] if tune else []
+    times: list[tuple[float, dict[str, int]]] = []
+    for cfg in configs:
         try:
-            kernel[grid](*args, **kwargs, **cfg)
-        except OutOfResources:
-            if i == len(configs) - 1:
-                raise
+            run(cfg)
+        except OutOfResources as e:
+            error = e
             continue
-        _chosen[key] = cfg
-        return
+        if not tune:
+            _chosen[key] = cfg
+            return
+        times.append((_cuda_ms(lambda: run(cfg)), cfg))
+    if not times:
+        raise error
+    best = min(times, key=lambda tc: tc[0])[1]
+    if os.environ.get("DELTAMUP_AUTOTUNE_LOG") == "1":
+        print(f"autotune {key[0]} {dict(key[1])} grid {key[3]}: "
+              + "; ".join(f"{_fmt(c)} {t:.3f} ms" for t, c in times) + f" -> {_fmt(best)}", flush=True)
+    for t, s in zip(restore, saved):
+        t.copy_(s)
+    _chosen[key] = best
+    run(best)
+
+
+def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
+    """The fastest of `rounds` averages of `reps` back-to-back calls, in CUDA ms (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / reps)
+    return best
+
+
+def _fmt(cfg: dict[str, int]) -> str:
+    return ",".join(f"{k.replace('num_', '')}={v}" for k, v in cfg.items())
