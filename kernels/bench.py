@@ -207,24 +207,28 @@ def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
             print(f"profile fla {s}: {type(e).__name__}: {str(e)[:200]}", flush=True)
 
 
-def warm(s: Shape, with_fla: bool) -> None:
-    """Child process that only compiles (fills Triton's on-disk cache): ours in bf16 and fp32, fla's autotuned
-    kernels. The parent runs these for all shapes at once, so compilation uses the CPU cores in parallel."""
-    fns = [(ours(s), make_inputs(s, torch.bfloat16), torch.bfloat16),
-           (ours(s), make_inputs(Shape(1, 200, 2, s.K, s.V, s.n_h), torch.float32), torch.float32)]
-    if with_fla:
+def warm(s: Shape, part: str) -> None:
+    """Child process that only compiles (fills Triton's on-disk cache) ours in bf16 and fp32 (part "ours": every
+    config launch tries) or fla's autotuned kernels (part "fla"). The parent runs these for all shapes and both parts
+    at once, so compilation uses the CPU cores in parallel."""
+    if part == "ours":
+        fns = [(ours(s), make_inputs(s, torch.bfloat16), torch.bfloat16),
+               (ours(s), make_inputs(Shape(1, 200, 2, s.K, s.V, s.n_h), torch.float32), torch.float32)]
+    else:
         # fla's autotuner here only compiles and runs each config once (timing it while the other shapes' children
         # share the GPU would be noise) and keeps no result: the measuring child, alone on the GPU, times the
         # configs from the compile cache and picks fla's best
         os.environ["FLA_CACHE_RESULTS"] = "0"
         triton.testing.do_bench = lambda fn, *args, quantiles=None, **kwargs: (fn(), [0.0] * len(quantiles or [0]))[1]
-        fns.append((fla_fn(s), make_inputs(s, torch.bfloat16), torch.bfloat16))
+        fns = [(fla_fn(s), make_inputs(s, torch.bfloat16), torch.bfloat16)]
+    t0 = time.time()
     for fn, x, dtype in fns:
         try:
             outputs_and_grads(fn, x, dtype)
             torch.cuda.synchronize()
         except Exception as e:
             print(f"warm-up {s}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+    print(f"compiled {part} for {s} in {time.time() - t0:.0f} s", flush=True)
 
 
 def run_child(i: int, with_fla: bool, profile: bool) -> dict:
@@ -269,11 +273,11 @@ def main() -> None:
     p.add_argument("--fla-table", help="with --no-fla: take fla's columns from this earlier output of the script")
     p.add_argument("--profile", action="store_true", help="print CUDA time per kernel of ours (torch.profiler)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--warm", choices=("ours", "fla"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
         if args.warm:
-            warm(SHAPES[args.child], not args.no_fla)
+            warm(SHAPES[args.child], args.warm)
         else:
             measure(SHAPES[args.child], not args.no_fla, args.profile)
         return
@@ -282,8 +286,8 @@ def main() -> None:
     fla_earlier = earlier_fla(args.fla_table) if args.fla_table else {}
     todo = args.only if args.only else list(range(len(SHAPES)))
     t0 = time.time()
-    warmers = [subprocess.Popen([sys.executable, "-m", "kernels.bench", "--child", str(i), "--warm"]
-                                + (["--no-fla"] if args.no_fla else [])) for i in todo]
+    warmers = [subprocess.Popen([sys.executable, "-m", "kernels.bench", "--child", str(i), "--warm", part])
+               for i in todo for part in ("ours",) + (() if args.no_fla else ("fla",))]
     for w in warmers:
         w.wait()
     print(f"compiled in parallel in {time.time() - t0:.0f} s", flush=True)
