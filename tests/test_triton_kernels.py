@@ -122,12 +122,40 @@ def test_every_state_config_is_correct(monkeypatch, config):
     from kernels.triton import chunk_bwd, chunk_fwd, utils
 
     for module in (chunk_fwd, chunk_bwd):
-        monkeypatch.setattr(module, "state_configs", lambda BK, V, BH: [config])
+        monkeypatch.setattr(module, "state_configs", lambda K, BK, V, BH: ([config], []))
     monkeypatch.setattr(utils, "_chosen", {})
     x = make_inputs(1, 70, 2, 70, 90, "random", seed=5)
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True)
     assert_close(got, want, 1e-4)
+
+
+def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):
+    """launch: a config that overflows the shared memory is skipped, the fallbacks are tried only when no candidate
+    fits, and the choice is kept for the next launch (a kernel whose pipelined configs never fit, as at K = 384)."""
+    from triton.runtime.errors import OutOfResources
+
+    from kernels.triton import utils
+
+    monkeypatch.setattr(utils, "_chosen", {})
+    calls: list[tuple[int, int]] = []
+
+    class Kernel:  # what launch uses of a JIT function: kernel[grid](*args, **meta)
+        def __getitem__(self, grid):
+            def go(*args, num_warps: int, num_stages: int):
+                calls.append((num_warps, num_stages))
+                if num_stages > 1:
+                    raise OutOfResources(300_000, 232_448, "shared memory")
+            return go
+
+    cfgs = [dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2)]
+    falls = [dict(num_warps=4, num_stages=1), dict(num_warps=8, num_stages=1)]
+    kernel = Kernel()
+    utils.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
+    utils.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
+    assert calls == [(8, 2), (4, 2), (4, 1), (4, 1)]
+    with pytest.raises(OutOfResources):
+        utils.launch(Kernel(), (1,), (torch.zeros(1),), {}, cfgs, [])
 
 
 def test_dispatch():

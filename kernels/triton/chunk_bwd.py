@@ -18,10 +18,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .chunk_fwd import OUT_CONFIGS, PAR_CONFIGS
-from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, launch, load_gates,
-                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, state_configs, store_states, tile,
-                    tok_base)
+from .utils import (CHUNK, OUT_CONFIGS, PAR_CONFIGS, add_trans_states, candidates, decay, dot_rows_states, launch,
+                    load_gates, load_states, mm, parallel_tiles, precision, row_map, state_blocks, state_configs,
+                    store_states, tile, tok_base)
 
 
 @triton.jit
@@ -216,14 +215,15 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dv_new = torch.empty(B, T, H, V, **f32)
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
-           dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
+           dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K))
     dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
     BK, NKB = state_blocks(K)
     launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), state_configs(BK, V, B * H), restore=(dv_new,))
+                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), *state_configs(K, BK, V, B * H),
+           restore=(dv_new,))
 
     BK, BV = BKp, BVp
     NK = triton.cdiv(K, BK)
@@ -233,7 +233,8 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dG = torch.empty(NK, B, T, H, **f32)
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
+           candidates(PAR_CONFIGS, K))
 
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
@@ -241,5 +242,6 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dg = torch.empty_like(g) if g is not None else None
     launch(chunk_wy_bwd_kernel, (NT, B * H),
            (k, v, beta, G, Tinv, dw, dv_new, dk_part, dG, dk, dv, dbeta, dg if dg is not None else dbeta, T, NK),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, PREC=prec, NH=nh),
+           candidates(PAR_CONFIGS, K))
     return dq, dk, dv, dg, dbeta, (dh0 if initial_state is not None else None)

@@ -21,9 +21,9 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, launch, load_gates, load_state,
-                    load_states, mm, parallel_tiles, precision, row_map, state_blocks, state_configs, store_states, tile,
-                    tok_base)
+from .utils import (CHUNK, OUT_CONFIGS, PAR_CONFIGS, add_trans_states, candidates, decay, dot_rows, dot_rows_states,
+                    launch, load_gates, load_state, load_states, mm, parallel_tiles, precision, row_map, state_blocks,
+                    state_configs, store_states, tile, tok_base)
 
 
 @triton.jit
@@ -132,13 +132,6 @@ def chunk_o_fwd_kernel(
     tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
-# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block), the
-# earlier fixed choice first (what the interpreter and fp32 inputs run); launch times them all on a GPU. Each one is
-# a compilation per shape: keep these short.
-PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
-OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
-
-
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
               initial_state: Tensor | None, output_final_state: bool, nh: int = 1
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
@@ -159,7 +152,8 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh), PAR_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh),
+           candidates(PAR_CONFIGS, K))
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
@@ -167,9 +161,9 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (k, w, u, G, initial_state if initial_state is not None else G, ht, h_all, v_new, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, PREC=prec), state_configs(BK, V, B * H))
+                STORE_HT=output_final_state, PREC=prec), *state_configs(K, BK, V, B * H))
     o = v.new_empty(B, T // nh, H, V)
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), OUT_CONFIGS)
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K))
     return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

@@ -195,18 +195,35 @@ def state_blocks(K: int) -> tuple[int, int]:
     return BK, triton.cdiv(K, BK)
 
 
-def state_configs(BK: int, V: int, BH: int) -> list[dict[str, int]]:
-    """Candidate (BV, num_warps, num_stages) of the sequential passes, the heuristic's choice first: BV = 32, or 16
-    for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then the other V widths and
-    8 warps for the widest (launch times them on a GPU)."""
+def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
+    heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
+    above NARROW_K, BV 16 and 64 and 8 warps for 64 (launch times them on a GPU). Fallbacks: one stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
-    widths = [BV] + [b for b in (16, 64) if b != BV and b <= pow2(V) and BK * b <= 64 * 64]
+    widths = [BV] + [b for b in (16, 64) if K > NARROW_K and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
     configs = [dict(BV=b, num_warps=4, num_stages=2) for b in widths]
     if 64 in widths:
         configs.append(dict(BV=64, num_warps=8, num_stages=2))
-    return configs
+    return configs, [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
+
+
+# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
+# earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
+# times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
+# 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
+# and 32 the new candidates ended in an illegal memory access (as fla's kernels do at K = 32), so narrow heads keep
+# the configs validated there.
+PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
+OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
+SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
+NARROW_K = 32
+
+
+def candidates(configs: Sequence[dict[str, int]], K: int) -> Sequence[dict[str, int]]:
+    """`configs`, or only its first (validated) one for head dims K ≤ NARROW_K."""
+    return configs if K > NARROW_K else configs[:1]
 
 
 # The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
@@ -237,39 +254,50 @@ _chosen: dict[tuple, dict[str, int]] = {}
 
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
-           restore: Sequence[torch.Tensor] = ()) -> None:
+           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = ()) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
-    function of the merged keyword arguments where a config sets one). On a GPU every config that fits the shared
-    memory is timed once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the
-    tensors in `restore` (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs
-    (the first argument's dtype), under CUDA-graph capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits
-    is taken. DELTAMUP_AUTOTUNE_LOG=1 prints the times."""
+    function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
+    where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
+    once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
+    (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
+    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken. DELTAMUP_AUTOTUNE_LOG=1 prints the
+    times."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
            tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
-           tuple(a.dtype for a in args if isinstance(a, torch.Tensor)),
-           tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
+           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
     run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
     if key in _chosen:
         run(_chosen[key])
         return
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    tune = (tensors[0].is_cuda and tensors[0].dtype != torch.float32 and len(configs) > 1
-            and os.environ.get("DELTAMUP_AUTOTUNE", "1") != "0" and not torch.cuda.is_current_stream_capturing())
-    saved = [t.clone() for t in restore] if tune else []
-    times: list[tuple[float, dict[str, int]]] = []
-    for cfg in configs:
+    tune = (tensors[0].is_cuda and any(t.dtype in (torch.bfloat16, torch.float16) for t in tensors)
+            and len(configs) > 1 and os.environ.get("DELTAMUP_AUTOTUNE", "1") != "0"
+            and not torch.cuda.is_current_stream_capturing())
+    errors: list[OutOfResources] = []
+
+    def fits(cfg: dict[str, int]) -> bool:
         try:
             run(cfg)
         except OutOfResources as e:
-            error = e
-            continue
-        if not tune:
-            _chosen[key] = cfg
-            return
-        times.append((_cuda_ms(lambda: run(cfg)), cfg))
+            errors.append(e)
+            return False
+        return True
+
+    saved = [t.clone() for t in restore] if tune else []
+    times: list[tuple[float, dict[str, int]]] = []
+    for cfg in configs:
+        if fits(cfg):
+            if not tune:
+                _chosen[key] = cfg
+                return
+            times.append((_cuda_ms(lambda: run(cfg)), cfg))
     if not times:
-        raise error
+        for cfg in fallbacks:
+            if fits(cfg):
+                _chosen[key] = cfg
+                return
+        raise errors[-1]
     best = min(times, key=lambda tc: tc[0])[1]
     if os.environ.get("DELTAMUP_AUTOTUNE_LOG") == "1":
         print(f"autotune {key[0]} {dict(key[1])} grid {key[3]}: "
