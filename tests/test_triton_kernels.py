@@ -163,10 +163,12 @@ def test_dispatch():
     assert kernels.resolve_backend("auto", "cuda") is chunk_gated_delta_rule_triton
 
 
-def test_half_precision_path():
-    """fp16 inputs: half-precision dot operands in the state passes (bf16 takes the same path on a GPU; the
-    interpreter of Triton 3.8 mis-computes bf16 dots, so CPU runs check fp16)."""
-    x = make_inputs(1, 70, 2, 16, 32, "random", seed=4)
+@pytest.mark.parametrize("K", [16, 64])
+def test_half_precision_path(K):
+    """fp16 inputs: half-precision dot operands in the state passes, and in the parallel passes above NARROW_K
+    (K = 64; fp32 operands at K = 16). bf16 takes the same paths on a GPU; the interpreter of Triton 3.8
+    mis-computes bf16 dots, so CPU runs check fp16."""
+    x = make_inputs(1, 70, 2, K, 32, "random", seed=4)
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float16, True, True)
     assert_close(got, want, 5e-3)

@@ -209,7 +209,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     C = CHUNK
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
-    prec = precision(q.dtype)
+    prec = precision(q.dtype, K)
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
     dv_new = torch.empty(B, T, H, V, **f32)

@@ -148,7 +148,7 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     Aqk = torch.empty(B, T, H, C, **f32)
     w = torch.empty_like(k)
     u = torch.empty_like(v)
-    prec = precision(q.dtype)
+    prec = precision(q.dtype, K)
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),

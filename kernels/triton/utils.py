@@ -81,10 +81,14 @@ def decay(G, C: tl.constexpr, STRICT: tl.constexpr):
 
 @triton.jit
 def mm(a, b, ref_ptr, PREC: tl.constexpr):
-    """a @ b with fp32 accumulation and operands in ref_ptr's dtype (an input's: exact fp32 products for fp32
-    inputs, half-precision operands for half-precision inputs, as fla's kernels)."""
-    dt = ref_ptr.dtype.element_ty
-    return tl.dot(a.to(dt), b.to(dt), input_precision=PREC)
+    """a @ b with fp32 accumulation. PREC (see precision): "half", operands in ref_ptr's dtype (an input's, bf16 or
+    fp16, as fla's kernels); "ieee", exact fp32 operands (fp32 inputs); "tf32", fp32 operands at tf32."""
+    if PREC == "half":
+        dt = ref_ptr.dtype.element_ty
+        out = tl.dot(a.to(dt), b.to(dt))
+    else:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PREC)
+    return out
 
 
 @triton.jit
@@ -115,7 +119,7 @@ def dot_rows(x, t0, T, H, K, i_k, b_s, C: tl.constexpr, BK: tl.constexpr, PREC: 
     tile) and b_s [BK, BV] (cast to X's dtype)."""
     p, m = tile(t0, T, H, K, i_k * BK, C, BK, NH, PH)
     b_x = tl.load(x + p, mask=m, other=0.0)
-    return tl.dot(b_x, b_s.to(b_x.dtype), input_precision=PREC)
+    return _dot_as(b_x, b_s, PREC)
 
 
 @triton.jit
@@ -125,7 +129,17 @@ def dot_trans(x, t0, T, H, K, i_k, b_r, C: tl.constexpr, BK: tl.constexpr, PREC:
     tile) and b_r [C, BV] (cast to X's dtype)."""
     p, m = tile(t0, T, H, K, i_k * BK, C, BK, NH, PH)
     b_x = tl.load(x + p, mask=m, other=0.0)
-    return tl.dot(tl.trans(b_x), b_r.to(b_x.dtype), input_precision=PREC)
+    return _dot_as(tl.trans(b_x), b_r, PREC)
+
+
+@triton.jit
+def _dot_as(a, b, PREC: tl.constexpr):
+    """a @ b with b cast to a's dtype (the state passes: operands in the inputs' dtype; PREC as in mm)."""
+    if PREC == "half":
+        out = tl.dot(a, b.to(a.dtype))
+    else:
+        out = tl.dot(a, b.to(a.dtype), input_precision=PREC)
+    return out
 
 
 @triton.jit
@@ -243,10 +257,14 @@ def pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(n))
 
 
-def precision(dtype: torch.dtype) -> str:
-    """Dot precision for fp32 operands: exact for fp32 inputs. With half-precision inputs every product of the chunk
-    kernels takes half-precision operands (mm), so the tf32 given then is never exercised."""
-    return "ieee" if dtype == torch.float32 else "tf32"
+def precision(dtype: torch.dtype, K: int) -> str:
+    """How the parallel passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for half-precision
+    inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for K ≤ NARROW_K, where the H200
+    (Triton 3.6) hit an illegal memory access at K = 32 with half operands (session 4) but ran fp32 operands
+    correctly in sessions 2 and 3. The state passes multiply in the inputs' dtype either way."""
+    if dtype == torch.float32:
+        return "ieee"
+    return "tf32" if K <= NARROW_K else "half"
 
 
 Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
