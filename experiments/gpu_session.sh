@@ -6,9 +6,10 @@
 #   call 2 warm cc-bf16 sweep). SWEEP_EXTRA adds --set overrides, e.g. SWEEP_EXTRA="--set widths=[256,512]".
 #   Stage "gpu-tests" runs tests/test_triton_kernels.py on the GPU. Stages "throughput" (whole model, ours eager and
 #   compiled vs fla's model, in one run) and "kernels" (kernels.bench, ours and fla in one run) need the bundle.
-#   What they cost on an H200 (2026-11-29, session 3): gpu-tests 226 s; throughput with fla ≈ 6 min (fla's model
-#   autotunes for 347 s before its first step); kernels with fla: 257 s of parallel compilation for ten shapes, then
-#   about 40 s a shape — so one call takes about six shapes with fla (KERNELS_ARGS="--only ...").
+#   What they cost on an H200 (2026-11-29): gpu-tests 226 s (session 3); throughput with fla ≈ 6 min (fla's model
+#   autotunes for 347 s before its first step), ours-compile alone ≈ 100 s; kernels with fla (session 4, ours
+#   compiling every candidate config): 120–200 s of parallel compilation for three to six shapes, then 30–50 s a
+#   shape — one call takes about six shapes with fla (KERNELS_ARGS="--only ...").
 set -u
 STAGES=${STAGES:-"warm cc-fp32 cc-bf16 triton-vs-torch sweep"}
 R=${OUT:-out}/r; mkdir -p "$R"; R=$(cd "$R" && pwd)
@@ -29,10 +30,12 @@ if has gpu-tests; then
   wait; cat "$R"/gpu-tests-*.log; echo "gpu tests done at $(( $(date +%s) - T0 )) s"
 fi
 
-# The whole model against fla's (TP_VARIANTS picks), then the kernels against fp64 and fla in the same run
-# (KERNELS_ARGS adds options, e.g. "--only 4 8" or "--no-fla --fla-table benchmarks/kernels-DATE.md").
+# The whole model against fla's (TP_VARIANTS picks, TP_ARGS adds options, e.g. "--mlp-hidden 2816": fla's MLP
+# rounding), then the kernels against fp64 and fla in the same run (KERNELS_ARGS adds options, e.g. "--only 4 8" or
+# "--no-fla --fla-table benchmarks/kernels-DATE.md").
 has throughput && timeout $(left) python3 experiments/model_throughput.py \
-  --variants ${TP_VARIANTS:-ours ours-compile fla} --profile --out "$R/throughput.json" 2>&1 | tee "$R/throughput.log"
+  --variants ${TP_VARIANTS:-ours ours-compile fla} ${TP_ARGS:-} --profile --out "$R/throughput.json" 2>&1 \
+  | tee "$R/throughput.log"
 # KERNELS_BASELINE (a tarball of an earlier kernels/ folder: git archive REV kernels | gzip > .gpu/kernels-REV.tgz)
 # first times that version (ours only) on the same shapes: before and after in one call.
 if has kernels && [ -n "${KERNELS_BASELINE:-}" ]; then

@@ -227,8 +227,8 @@ def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]
 # earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
 # times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
 # 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
-# and 32 the new candidates ended in an illegal memory access (as fla's kernels do at K = 32), so narrow heads keep
-# the configs validated there.
+# the new candidates ended in an illegal memory access where the first ones ran (fla's kernels crash there too), so
+# narrow heads keep the first. (At K = 32 the crash stayed with the first configs: see precision.)
 PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
 OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
