@@ -25,11 +25,13 @@ EDGE_MARKERS = {"low": "<", "high": ">"}
 
 
 def save(fig: plt.Figure, out: Path, name: str) -> list[Path]:
-    """name.png (110 dpi) and name.svg in `out`."""
+    """name.png (110 dpi) and name.svg in `out`; the same figure gives the same bytes (no dates, fixed SVG ids), so
+    committed reports change only where the data did."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    fig.savefig(paths[0], dpi=110, bbox_inches="tight", metadata={"Software": None})
+    with plt.rc_context({"svg.hashsalt": name}):
+        fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     return paths
 

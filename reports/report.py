@@ -15,6 +15,8 @@ from typing import Callable, Iterable
 import polars as pl
 
 from scaling.analysis import Analysis, analyze, write_tables
+from sweeps import cost
+from sweeps.progress import duration
 
 from . import coord, html, plots
 
@@ -60,6 +62,16 @@ def _status(a: Analysis) -> str:
     return "".join(parts)
 
 
+def _cost(spent: pl.DataFrame, per_width: pl.DataFrame) -> str:
+    t = spent.row(0, named=True)
+    busy = f", GPU busy {t['gpu_busy']:.0f}%" if t["gpu_busy"] is not None else ""
+    return (f"<p>{t['trials']} trials in {t['runs']} run(s), wall {duration(t['wall_seconds'])} "
+            f"({t['wall_seconds']:.0f} s: the time the sweep held the machine), {t['tokens']:,} tokens, "
+            f"{t['tokens_per_s'] or 0:,.0f} tokens/s overall{busy}. Per width: trial_seconds sums the trials' "
+            "training time (side-by-side trials overlap); tokens_per_s_trial is one trial's throughput. Tables: "
+            "cost_total.csv, cost.csv.</p>" + html.table(per_width))
+
+
 def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_checks: Iterable[str | Path] = (),
                  progress: Callable[[str], None] | None = None) -> Report:
     """Analyse the sweep and write tables, figures and index.html to `out` (default SWEEP_DIR/report)."""
@@ -69,6 +81,10 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
     checks = [coord.load(p) for p in [*coord_checks, *find_coord_checks(sweep_dir)]]  # bad input fails first
     a = analyze(sweep_dir, progress=say)
     files = write_tables(a, out)
+    spent, per_width = cost.totals(sweep_dir), cost.per_width(sweep_dir)
+    for name, table in (("cost_total", spent), ("cost", per_width)):
+        table.write_csv(out / f"{name}.csv")
+        files.append(out / f"{name}.csv")
     say("figures: loss vs LR, shifted loss, optimum vs width")
     figures = plots.all_figures(a, out)
     files += figures
@@ -77,7 +93,9 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
     if not a.transfer.is_empty():
         sections.append(("Transfer", "<p>spread_octaves: max − min of log2(best LR) over widths (0 = perfect "
                                      "transfer); slope: of log2(best LR) against log2(width); max_loss_lost: the "
-                                     "worst loss paid at any width for using the base width's best LR.</p>"
+                                     "worst loss paid at any width for using the base width's best LR; "
+                                     "wider_better(_at_base_lr): the best loss (the loss at the base width's best "
+                                     "LR) falls with every step in width.</p>"
                          + html.table(a.transfer)))
         shown = a.optima.select([c for c in OPTIMA_SHOWN if c in a.optima.columns])
         sections.append(("Optimum per width", html.table(shown, row_class="bound")
@@ -88,6 +106,7 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
                     "shifted_loss": "Shifted loss (loss minus the best loss at that width), as in the GDN-µP paper.",
                     "optimum_vs_width": "Optimal learning rate against width: flat lines transfer."}
         sections.append(("Figures", "".join(html.image(pngs[k], c) for k, c in captions.items() if k in pngs)))
+    sections.append(("Cost", _cost(spent, per_width)))
     for i, check in enumerate(checks):
         say(f"coordinate check {check.path}")
         name = f"coord_check_{i}"

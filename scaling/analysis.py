@@ -36,6 +36,10 @@ transfer — one row per (parametrization, optimizer):
     spread_octaves    max − min of log2(best_lr) across widths (0 is perfect transfer)
     slope             least-squares slope of log2(best_lr) against log2(width) (0 is perfect transfer; SP ≈ −1)
     max_loss_lost     largest loss_lost over widths (the price of transferring the base width's LR)
+    wider_better      best_loss_grid strictly decreases with width (null with fewer than two widths)
+    wider_better_at_base_lr   loss_at_base_lr strictly decreases with width, over the widths where the base LR ran
+                      (false where it diverged; null with fewer than two such widths): wider is better at the
+                      transferred LR
     base_width, base_lr_grid
 """
 from __future__ import annotations
@@ -251,11 +255,23 @@ def transfer(optimum: pl.DataFrame) -> pl.DataFrame:
                          spread_octaves=round(float(y.max() - y.min()), ROUND) + 0.0,  # + 0.0: no −0
                          slope=round(float(np.polyfit(x, y, 1)[0]), ROUND) + 0.0 if len(g) >= 2 else None,
                          max_loss_lost=float(lost.max()) if len(lost) else None,
+                         wider_better=_decreasing(g["best_loss_grid"]),
+                         wider_better_at_base_lr=_decreasing(g["loss_at_base_lr"]),
                          base_width=int(g["base_width"][0]), base_lr_grid=float(g["base_lr_grid"][0])))
     return pl.DataFrame(rows, schema={"parametrization": pl.String, "optimizer": pl.String, "widths": pl.Int64,
                                       "n_bound": pl.Int64, "spread_octaves": pl.Float64, "slope": pl.Float64,
-                                      "max_loss_lost": pl.Float64, "base_width": pl.Int64,
+                                      "max_loss_lost": pl.Float64, "wider_better": pl.Boolean,
+                                      "wider_better_at_base_lr": pl.Boolean, "base_width": pl.Int64,
                                       "base_lr_grid": pl.Float64})
+
+
+def _decreasing(losses: pl.Series) -> bool | None:
+    """Whether the losses (ordered by width; nulls, widths where it was not measured, dropped) strictly decrease;
+    +inf (diverged) never does. None with fewer than two values."""
+    y = losses.drop_nulls().to_numpy().astype(float)
+    if len(y) < 2:
+        return None
+    return bool(np.all(np.isfinite(y)) and np.all(np.diff(y) < 0))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from ray.tune import Callback
 
 from scaling.commands.common import print_table
 
-from . import store
+from . import cost, store
 
 
 def duration(seconds: float) -> str:
@@ -91,23 +91,15 @@ def best_lr(records: list[dict[str, Any]]) -> tuple[float | None, float]:
     return lr, statistics.fmean(by_lr[lr])
 
 
-def run_last_finish(run: dict[str, Any], records: list[dict[str, Any]]) -> float:
-    """When a killed run (no end line) last finished a trial."""
-    return max((r["finished_at"] for r in records if r.get("run") == run["run"] and "finished_at" in r),
-               default=run["started_at"])
-
-
 def print_summary(out: Path) -> None:
     """The sweep so far: totals, wall time, throughput, GPU busy share, and per group the best LR."""
-    records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
+    records, samples = store.read_records(out), store.read_gpu_samples(out)
     status = Counter(r["status"] for r in records)
-    wall = sum(run.get("wall_seconds", run_last_finish(run, records) - run["started_at"]) for run in runs)
-    tokens = sum(r.get("tokens") or 0 for r in records)
-    gpu = (f", GPU busy {statistics.fmean(u for _, _, u, _ in samples):.0f}% ({len(samples)} samples)"
-           if samples else "")
+    total = cost.totals(out).row(0, named=True)
+    gpu = f", GPU busy {total['gpu_busy']:.0f}% ({len(samples)} samples)" if total["gpu_busy"] is not None else ""
     print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
-          f"{status['error']} errors) in {len(runs)} run(s), wall {duration(wall)}, {tokens:,} tokens, "
-          f"{tokens / wall if wall else 0:,.0f} tokens/s overall{gpu}")
+          f"{status['error']} errors) in {total['runs']} run(s), wall {duration(total['wall_seconds'])}, "
+          f"{total['tokens']:,} tokens, {total['tokens_per_s'] or 0:,.0f} tokens/s overall{gpu}")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         groups[(r["parametrization"], r["optimizer"], r["width"])].append(r)

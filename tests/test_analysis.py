@@ -153,6 +153,21 @@ def test_transfer_metrics(result: analysis.Analysis) -> None:
     assert sp["base_width"] == 256 and sp["base_lr_grid"] == 2.0 ** -5
 
 
+def test_wider_is_better(result: analysis.Analysis) -> None:
+    """µP's optimum stays put and the loss floor falls with width: wider is better, at the transferred LR too. SP's
+    optimum drifts by 2.3 octaves a doubling, so its base width's LR costs more at each wider width."""
+    mup, sp = row(result.transfer, parametrization="mup"), row(result.transfer, parametrization="sp")
+    assert mup["wider_better"] is True and mup["wider_better_at_base_lr"] is True
+    assert sp["wider_better"] is True and sp["wider_better_at_base_lr"] is False
+
+
+def test_wider_is_better_needs_two_widths_and_no_divergence() -> None:
+    assert analysis._decreasing(pl.Series([None, 1.0], dtype=pl.Float64)) is None
+    assert analysis._decreasing(pl.Series([1.5, None, 1.2])) is True  # the LR not run at the middle width
+    assert analysis._decreasing(pl.Series([1.5, 1.5])) is False
+    assert analysis._decreasing(pl.Series([1.5, math.inf, 1.2])) is False
+
+
 def test_loss_lost_with_the_base_widths_lr(result: analysis.Analysis) -> None:
     for w in WIDTHS:
         r = row(result.optima, parametrization="sp", width=w)

@@ -83,3 +83,17 @@ window.addEventListener("load", () => { for (const img of document.images)
     assert pixels.shape[:2] == (1600, 1280)
     assert (pixels.std(axis=(0, 1)) > 0.05).all()  # drawn: text, tables and figures, not a blank page
     assert np.mean(np.abs(pixels - pixels.mean(axis=(0, 1))).sum(-1) > 0.3) > 0.01
+
+
+def test_figures_are_the_same_bytes_each_time(tmp_path: Path) -> None:
+    """Regenerating a committed report changes no figure whose data did not change (no dates, fixed SVG ids)."""
+    import matplotlib.pyplot as plt
+
+    from reports import plots
+
+    for run in ("first", "second"):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [3, 1, 2], marker="*")
+        plots.save(fig, tmp_path / run, "figure")
+    for name in ("figure.svg", "figure.png"):
+        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()

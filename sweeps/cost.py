@@ -1,0 +1,69 @@
+"""What a sweep cost: the wall time its runs held the machine (for a GPU study, its GPU time), tokens and throughput,
+overall and per width, from the sweep directory's trial records (results/), runs.jsonl and gpu.csv.
+
+totals — one row:
+    runs            driver invocations (a resumed sweep has several)
+    wall_seconds    their wall time summed (a killed run counts until its last finished trial)
+    trials, tokens  finished trial records and the tokens they trained on
+    tokens_per_s    tokens / wall_seconds: the sweep's throughput with its trials packed side by side
+    gpu_busy        mean GPU utilisation (%) over the sweep's gpu.csv samples (null without them)
+
+per_width — one row per width:
+    trials, tokens  as above, at that width
+    trial_seconds   the trials' training time summed (trials running side by side overlap: this is not wall time)
+    tokens_per_s_trial  mean throughput of one trial (tokens / its training seconds)
+    gpu_util        mean utilisation (%) of the trial's GPUs while it ran, over its trials (null without samples)
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from . import store
+
+TOTALS_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.Int64, "tokens": pl.Int64,
+                 "tokens_per_s": pl.Float64, "gpu_busy": pl.Float64}
+PER_WIDTH_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
+                    "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
+
+
+def run_wall_seconds(run: dict[str, Any], records: list[dict[str, Any]]) -> float:
+    """A run's wall time: its end line's, or for a killed run (no end line) until its last finished trial."""
+    if "wall_seconds" in run:
+        return float(run["wall_seconds"])
+    last = max((r["finished_at"] for r in records if r.get("run") == run["run"] and "finished_at" in r),
+               default=run["started_at"])
+    return last - run["started_at"]
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def totals(out: str | Path) -> pl.DataFrame:
+    """The sweep's cost in one row (columns in the module docstring)."""
+    out = Path(out)
+    records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
+    wall = sum(run_wall_seconds(run, records) for run in runs)
+    tokens = sum(r.get("tokens") or 0 for r in records)
+    return pl.DataFrame([dict(runs=len(runs), wall_seconds=wall, trials=len(records), tokens=tokens,
+                              tokens_per_s=tokens / wall if wall > 0 else None,
+                              gpu_busy=_mean([u for _, _, u, _ in samples]))], schema=TOTALS_SCHEMA)
+
+
+def per_width(out: str | Path) -> pl.DataFrame:
+    """The trials' cost per width (columns in the module docstring)."""
+    out = Path(out)
+    records, samples = store.read_records(out), store.read_gpu_samples(out)
+    rows = []
+    for width in sorted({r["width"] for r in records}):
+        group = [r for r in records if r["width"] == width]
+        utils = [u for r in group if (u := store.trial_gpu_util(r, samples)) is not None]
+        rows.append(dict(width=width, trials=len(group), tokens=sum(r.get("tokens") or 0 for r in group),
+                         trial_seconds=sum(r.get("train_seconds") or 0.0 for r in group),
+                         tokens_per_s_trial=_mean([r["tokens_per_s"] for r in group if r.get("tokens_per_s")]),
+                         gpu_util=_mean(utils)))
+    return pl.DataFrame(rows, schema=PER_WIDTH_SCHEMA)
