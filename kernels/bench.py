@@ -167,7 +167,7 @@ def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
     profile, also one line of CUDA time per kernel of ours and one of fla's (kernel time without the host's: where
     do_bench's time is above it, launches, not the GPU, bound the op)."""
     if profile:
-        os.environ["DELTAMUP_AUTOTUNE_LOG"] = "1"  # the time of every kernel config launch tries (kernels/triton/utils)
+        os.environ["DELTAMUP_AUTOTUNE_LOG"] = "1"  # the time of every kernel config launch tries (kernels/triton/tuning.py)
     res: dict[str, object] = {"errors": {}}
     for label, dtype, short in (("ours bf16", torch.bfloat16, s),
                                 ("ours fp32", torch.float32, Shape(1, 200, 2, s.K, s.V, s.n_h))):

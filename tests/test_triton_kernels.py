@@ -119,11 +119,11 @@ def test_delta_product_triton_does_not_interleave(monkeypatch):
 def test_every_state_config_is_correct(monkeypatch, config):
     """The sequential passes with a V block other than the heuristic's (launch may pick any state_configs candidate
     on a GPU): BV = 16 and 64 against the reference, V = 90 (ragged in both), K = 70 (two state blocks)."""
-    from kernels.triton import chunk_bwd, chunk_fwd, utils
+    from kernels.triton import chunk_bwd, chunk_fwd, tuning
 
     for module in (chunk_fwd, chunk_bwd):
         monkeypatch.setattr(module, "state_configs", lambda K, BK, V, BH: ([config], []))
-    monkeypatch.setattr(utils, "_chosen", {})
+    monkeypatch.setattr(tuning, "_chosen", {})
     x = make_inputs(1, 70, 2, 70, 90, "random", seed=5)
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True)
@@ -135,9 +135,9 @@ def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):
     fits, and the choice is kept for the next launch (a kernel whose pipelined configs never fit, as at K = 384)."""
     from triton.runtime.errors import OutOfResources
 
-    from kernels.triton import utils
+    from kernels.triton import tuning
 
-    monkeypatch.setattr(utils, "_chosen", {})
+    monkeypatch.setattr(tuning, "_chosen", {})
     calls: list[tuple[int, int]] = []
 
     class Kernel:  # what launch uses of a JIT function: kernel[grid](*args, **meta)
@@ -151,11 +151,11 @@ def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):
     cfgs = [dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2)]
     falls = [dict(num_warps=4, num_stages=1), dict(num_warps=8, num_stages=1)]
     kernel = Kernel()
-    utils.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
-    utils.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
+    tuning.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
+    tuning.launch(kernel, (1,), (torch.zeros(1),), {}, cfgs, falls)
     assert calls == [(8, 2), (4, 2), (4, 1), (4, 1)]
     with pytest.raises(OutOfResources):
-        utils.launch(Kernel(), (1,), (torch.zeros(1),), {}, cfgs, [])
+        tuning.launch(Kernel(), (1,), (torch.zeros(1),), {}, cfgs, [])
 
 
 def test_dispatch():

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .utils import pow2
+from .tuning import pow2
 
 ROWS = 16  # rows of x per program
 

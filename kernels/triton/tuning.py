@@ -1,0 +1,154 @@
+"""Host side of the Triton chunk kernels: tile sizes, the operand precision, the candidate configs of each pass and
+the launcher that times them once per kernel and shape on a GPU and keeps the fastest (the first that fits on a CPU,
+where the interpreter runs them)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import torch
+import triton
+from triton.runtime.errors import OutOfResources
+
+
+def state_blocks(K: int) -> tuple[int, int]:
+    """(BK, NKB) of the sequential passes: the [K, BV] state column block is held as NKB ≤ 4 row blocks of BK rows
+    (64 up to K = 256, wider beyond)."""
+    BK = min(pow2(K), max(64, pow2(triton.cdiv(K, 4))))
+    return BK, triton.cdiv(K, BK)
+
+
+def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
+    heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
+    above NARROW_K, BV 16 and 64 and 8 warps for 64 (launch times them on a GPU). Fallbacks: one stage."""
+    BV = min(32 if BK <= 64 else 16, pow2(V))
+    if BH * triton.cdiv(V, BV) < 256:
+        BV = min(16, BV)
+    widths = [BV] + [b for b in (16, 64) if K > NARROW_K and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
+    configs = [dict(BV=b, num_warps=4, num_stages=2) for b in widths]
+    if 64 in widths:
+        configs.append(dict(BV=64, num_warps=8, num_stages=2))
+    return configs, [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
+
+
+# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
+# earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
+# times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
+# 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
+# the new candidates ended in an illegal memory access where the first ones ran (fla's kernels crash there too), so
+# narrow heads keep the first. (At K = 32 the crash stayed with the first configs: see precision.)
+PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
+OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
+SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
+NARROW_K = 32
+
+
+def candidates(configs: Sequence[dict[str, int]], K: int) -> Sequence[dict[str, int]]:
+    """`configs`, or only its first (validated) one for head dims K ≤ NARROW_K."""
+    return configs if K > NARROW_K else configs[:1]
+
+
+# The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
+# (rel. error 0.24; the CPU interpreter is right): most likely the Hopper miscompile of dots on transposed
+# accumulators that fla hit (fla issues 640, 984). With 32-wide tiles (K = 16 masked) tests/test_triton_kernels.py
+# passes in full on the H200 (results/gpu-tests-h200-2026-11-29/pytest.log).
+MIN_PARALLEL_TILE = 32
+
+
+def parallel_tiles(K: int, V: int) -> tuple[int, int]:
+    """(BK, BV) of the parallel passes: the next power of two, at least MIN_PARALLEL_TILE, at most 64."""
+    return min(64, pow2(K, MIN_PARALLEL_TILE)), min(64, pow2(V, MIN_PARALLEL_TILE))
+
+
+def pow2(n: int, lo: int = 16) -> int:
+    """The next power of two ≥ max(n, lo)."""
+    return max(lo, triton.next_power_of_2(n))
+
+
+def precision(dtype: torch.dtype, K: int) -> str:
+    """How the parallel passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for half-precision
+    inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for K ≤ NARROW_K, where the H200
+    (Triton 3.6) hit an illegal memory access at K = 32 with half operands (session 4) but ran fp32 operands
+    correctly in sessions 2 and 3. The state passes multiply in the inputs' dtype either way."""
+    if dtype == torch.float32:
+        return "ieee"
+    return "tf32" if K <= NARROW_K else "half"
+
+
+Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
+_chosen: dict[tuple, dict[str, int]] = {}
+
+
+def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
+           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = ()) -> None:
+    """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
+    function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
+    where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
+    once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
+    (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
+    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken. DELTAMUP_AUTOTUNE_LOG=1 prints the
+    times."""
+    grid_of = grid if callable(grid) else (lambda meta: grid)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
+           tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
+           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
+    run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
+    if key in _chosen:
+        run(_chosen[key])
+        return
+    tune = (tensors[0].is_cuda and any(t.dtype in (torch.bfloat16, torch.float16) for t in tensors)
+            and len(configs) > 1 and os.environ.get("DELTAMUP_AUTOTUNE", "1") != "0"
+            and not torch.cuda.is_current_stream_capturing())
+    errors: list[OutOfResources] = []
+
+    def fits(cfg: dict[str, int]) -> bool:
+        try:
+            run(cfg)
+        except OutOfResources as e:
+            errors.append(e)
+            return False
+        return True
+
+    saved = [t.clone() for t in restore] if tune else []
+    times: list[tuple[float, dict[str, int]]] = []
+    for cfg in configs:
+        if fits(cfg):
+            if not tune:
+                _chosen[key] = cfg
+                return
+            times.append((_cuda_ms(lambda: run(cfg)), cfg))
+    if not times:
+        for cfg in fallbacks:
+            if fits(cfg):
+                _chosen[key] = cfg
+                return
+        raise errors[-1]
+    best = min(times, key=lambda tc: tc[0])[1]
+    if os.environ.get("DELTAMUP_AUTOTUNE_LOG") == "1":
+        print(f"autotune {key[0]} {dict(key[1])} grid {key[3]}: "
+              + "; ".join(f"{_fmt(c)} {t:.3f} ms" for t, c in times) + f" -> {_fmt(best)}", flush=True)
+    for t, s in zip(restore, saved):
+        t.copy_(s)
+    _chosen[key] = best
+    run(best)
+
+
+def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
+    """The fastest of `rounds` averages of `reps` back-to-back calls, in CUDA ms (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / reps)
+    return best
+
+
+def _fmt(cfg: dict[str, int]) -> str:
+    return ",".join(f"{k.replace('num_', '')}={v}" for k, v in cfg.items())
