@@ -18,8 +18,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks,
-                     state_configs)
+from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, output_precision, parallel_tiles,
+                     precision, state_blocks, state_configs)
 from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, load_gates, load_states, mm, row_map, store_states,
                     tile, tok_base)
 
@@ -216,7 +216,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dv_new = torch.empty(B, T, H, V, **f32)
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
-           dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K))
+           dict(H=H, V=V, C=C, BV=BVp, PREC=output_precision(q.dtype), NH=nh), candidates(OUT_CONFIGS, K))
     dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
     BK, NKB = state_blocks(K)

@@ -21,8 +21,8 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks,
-                     state_configs)
+from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, output_precision, parallel_tiles,
+                     precision, state_blocks, state_configs)
 from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, load_gates, load_state, load_states, mm,
                     row_map, store_states, tile, tok_base)
 
@@ -166,5 +166,6 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     o = v.new_empty(B, T // nh, H, V)
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K))
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=output_precision(q.dtype), NH=nh),
+           candidates(OUT_CONFIGS, K))
     return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

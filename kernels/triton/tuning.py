@@ -67,13 +67,20 @@ def pow2(n: int, lo: int = 16) -> int:
 
 
 def precision(dtype: torch.dtype, K: int) -> str:
-    """How the parallel passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for half-precision
+    """How the per-chunk passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for half-precision
     inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for K ≤ NARROW_K, where the H200
     (Triton 3.6) hit an illegal memory access at K = 32 with half operands (session 4) but ran fp32 operands
-    correctly in sessions 2 and 3. The state passes multiply in the inputs' dtype either way."""
+    correctly in session 2. The state passes multiply in the inputs' dtype either way, and so do the output passes
+    (output_precision)."""
     if dtype == torch.float32:
         return "ieee"
     return "tf32" if K <= NARROW_K else "half"
+
+
+def output_precision(dtype: torch.dtype) -> str:
+    """mm's PREC for the output-like passes (chunk_o_fwd, chunk_dv_local_bwd): exact fp32 for fp32 inputs, else the
+    inputs' dtype at every K — the form every GPU run so far validated."""
+    return "ieee" if dtype == torch.float32 else "half"
 
 
 Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
