@@ -11,6 +11,25 @@ import triton
 from triton.runtime.errors import OutOfResources
 
 
+# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
+# earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
+# times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
+# 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
+# the new candidates ended in an illegal memory access where the first ones ran (fla's kernels crash there too), so
+# narrow heads keep the first. (At K = 32 the crash stayed with the first configs: see precision.)
+PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
+OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
+SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
+NARROW_K = 32
+
+
+# The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
+# (rel. error 0.24; the CPU interpreter is right): most likely the Hopper miscompile of dots on transposed
+# accumulators that fla hit (fla issues 640, 984). With 32-wide tiles (K = 16 masked) tests/test_triton_kernels.py
+# passes in full on the H200 (results/gpu-tests-h200-2026-11-29/pytest.log).
+MIN_PARALLEL_TILE = 32
+
+
 def state_blocks(K: int) -> tuple[int, int]:
     """(BK, NKB) of the sequential passes: the [K, BV] state column block is held as NKB ≤ 4 row blocks of BK rows
     (64 up to K = 256, wider beyond)."""
@@ -32,28 +51,9 @@ def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]
     return configs, [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
 
 
-# num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
-# earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
-# times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
-# 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
-# the new candidates ended in an illegal memory access where the first ones ran (fla's kernels crash there too), so
-# narrow heads keep the first. (At K = 32 the crash stayed with the first configs: see precision.)
-PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
-OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
-SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
-NARROW_K = 32
-
-
 def candidates(configs: Sequence[dict[str, int]], K: int) -> Sequence[dict[str, int]]:
     """`configs`, or only its first (validated) one for head dims K ≤ NARROW_K."""
     return configs if K > NARROW_K else configs[:1]
-
-
-# The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
-# (rel. error 0.24; the CPU interpreter is right): most likely the Hopper miscompile of dots on transposed
-# accumulators that fla hit (fla issues 640, 984). With 32-wide tiles (K = 16 masked) tests/test_triton_kernels.py
-# passes in full on the H200 (results/gpu-tests-h200-2026-11-29/pytest.log).
-MIN_PARALLEL_TILE = 32
 
 
 def parallel_tiles(K: int, V: int) -> tuple[int, int]:
