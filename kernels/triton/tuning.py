@@ -13,12 +13,14 @@ from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
 # earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
-# times on a GPU. Each one is a compilation per shape: keep these short. On the H200 (Triton 3.6) 4 warps instead of
-# 8 made the parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels-2026-11-29.md, session 4), but at K = 16
-# the new candidates ended in an illegal memory access where the first ones ran (fla's kernels crash there too), so
-# narrow heads keep the first. (At K = 32 the crash stayed with the first configs: see precision.)
-PAR_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((8, 2), (4, 2), (8, 1)))
-OUT_CONFIGS = tuple(dict(num_warps=w, num_stages=s) for w, s in ((4, 2), (8, 2)))
+# times on a GPU. Each one is a compilation per shape, and each has been checked against fp64 on the H200 at K ≥ 64
+# (benchmarks/kernels-2026-11-29.md, session 4), where 4 warps instead of 8 made the parallel passes 1.3–1.6×
+# faster; candidates that never won there (8 warps with one stage, 8 warps for the output passes) were dropped
+# unchecked. At K = 16 the 4-warp candidate ended in an illegal memory access where the first config ran (fla's
+# kernels crash there too), so narrow heads keep the first. (At K = 32 the crash stayed with the first config: see
+# precision.)
+PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
+OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
 NARROW_K = 32
 
@@ -40,15 +42,15 @@ def state_blocks(K: int) -> tuple[int, int]:
 def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
     heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
-    above NARROW_K, BV 16 and 64 and 8 warps for 64 (launch times them on a GPU). Fallbacks: one stage."""
+    above NARROW_K, BV 16 and 64 where the first is not already (launch times them on a GPU; 64 wins at V ≥ 256,
+    session 4; 8 warps never won and is not tried). Fallbacks: one stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
     widths = [BV] + [b for b in (16, 64) if K > NARROW_K and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
     configs = [dict(BV=b, num_warps=4, num_stages=2) for b in widths]
-    if 64 in widths:
-        configs.append(dict(BV=64, num_warps=8, num_stages=2))
-    return configs, [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
+    fallbacks = [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
+    return configs, fallbacks
 
 
 def candidates(configs: Sequence[dict[str, int]], K: int) -> Sequence[dict[str, int]]:
