@@ -13,10 +13,9 @@ from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
 # earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
-# times on a GPU. Each one is a compilation per shape, and each has been checked against fp64 on the H200 at K ≥ 64
-# (benchmarks/kernels-2026-11-29.md, session 4), where 4 warps instead of 8 made the parallel passes 1.3–1.6×
-# faster; candidates that never won there (8 warps with one stage, 8 warps for the output passes) were dropped
-# unchecked. At K = 16 the 4-warp candidate ended in an illegal memory access where the first config ran (fla's
+# times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
+# warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
+# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. At K = 16 the 4-warp candidate ended in an illegal memory access where the first config ran (fla's
 # kernels crash there too), so narrow heads keep the first. (At K = 32 the crash stayed with the first config: see
 # precision.)
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
