@@ -19,6 +19,7 @@ from sweeps import cost
 from sweeps.progress import duration
 
 from . import coord, html, plots
+from .summary import summary_markdown
 
 OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "best_lr", "best_lr_grid", "best_loss", "best_loss_se",
                 "n_seeds", "refined", "bound", "edge", "n_diverged_lrs", "loss_lost"]
@@ -81,6 +82,8 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
     checks = [coord.load(p) for p in [*coord_checks, *find_coord_checks(sweep_dir)]]  # bad input fails first
     a = analyze(sweep_dir, progress=say)
     files = write_tables(a, out)
+    (out / "summary.md").write_text(summary_markdown(a))
+    files.append(out / "summary.md")
     spent, per_width = cost.totals(sweep_dir), cost.per_width(sweep_dir)
     for name, table in (("cost_total", spent), ("cost", per_width)):
         table.write_csv(out / f"{name}.csv")

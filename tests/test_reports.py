@@ -97,3 +97,15 @@ def test_figures_are_the_same_bytes_each_time(tmp_path: Path) -> None:
         plots.save(fig, tmp_path / run, "figure")
     for name in ("figure.svg", "figure.png"):
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
+
+
+def test_summary_is_the_headline_table(report: Report) -> None:
+    """summary.md: one row per parametrization, widths as columns, bounds marked, wider-is-better flags."""
+    text = (report.out / "summary.md").read_text()
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    header = rows["parametrization"].split(" | ")
+    assert header[2:6] == ["best LR @256", "best LR @512", "best LR @1024", "best LR @2048"]
+    mup, sp = rows["mup"].split(" | "), rows["sp"].split(" | ")
+    assert mup[2:6] == ["0.0063"] * 4 and mup[6] == "0.00"  # 2^-7.3 at every width: perfect transfer
+    assert sp[5] == "≤ 0.00024" and sp[-2:] == ["yes", "**no** |"]  # the bound at 2048 (2^-12); SP's LR does not carry
+    assert "1 of the grid's 216 trials have no result yet" in text
