@@ -1,4 +1,5 @@
-"""`deltamup report` (optima, figures, one HTML page) and `deltamup export` (tuned hyperparameters for a width)."""
+"""`deltamup report` (optima, figures, one HTML page), `deltamup overview` (several studies side by side) and
+`deltamup export` (tuned hyperparameters for a width)."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coord-check", action="append", default=[], metavar="DIR",
                    help="a coord-check output directory to include (repeatable; ones inside SWEEP_DIR are found)")
     p.set_defaults(run=run_report)
+
+    o = sub.add_parser("overview", help="several studies' LR spreads and costs side by side, from their reports")
+    o.add_argument("report_dirs", nargs="+", metavar="REPORT_DIR", help="folders written by deltamup report")
+    o.add_argument("--out", help="also write the Markdown here")
+    o.set_defaults(run=run_overview)
 
     e = sub.add_parser("export", help="write a sweep's tuned hyperparameters for a target width")
     e.add_argument("sweep_dir", metavar="SWEEP_DIR")
@@ -68,6 +74,18 @@ def run_report(args: argparse.Namespace) -> int:
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")
     print(f"report: {report.page}")
+    return 0
+
+
+def run_overview(args: argparse.Namespace) -> int:
+    from reports.overview import load, overview_markdown
+
+    for d in args.report_dirs:
+        load(d)  # bad input: one line before any work
+    text = overview_markdown(args.report_dirs)
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text, end="")
     return 0
 
 

@@ -82,3 +82,27 @@ def test_export_bad_input(sweep: Path, tmp_path: Path, capsys, args: list[str], 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not out.exists()
+
+
+def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys) -> None:
+    """Two report folders of the synthetic sweep (the second as an 'sgd' study): µP's spread 0.00, SP's bound and
+    its base LR not carrying; a cost row per study; the Markdown written to --out as printed."""
+    for name in ("study-a", "study-b"):
+        assert main(["report", str(sweep), "--out", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "overview.md"
+    assert main(["overview", str(tmp_path / "study-a"), str(tmp_path / "study-b"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert out.read_text() == text
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["parametrization"].startswith("| parametrization | study-a: spread (octaves) | study-b: spread")
+    assert "| 0.00 (4 widths) | 0.00 (4 widths) |" in rows["mup"]
+    assert "(4 widths, 1 bound; wider **not** better at base LR)" in rows["sp"]
+    assert rows["study-a"].startswith("| study-a | 0 | 0 |")  # trials.parquet only: no engine records, no runs
+
+
+def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
+    assert main(["overview", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"deltamup overview: error: {tmp_path} is not a report folder of this version: no transfer.csv, "
+                   "cost_total.csv (run deltamup report again)"]
