@@ -48,7 +48,9 @@ has kernels && timeout $(left) python3 -m kernels.bench --profile ${KERNELS_ARGS
 
 # Compile the Triton kernels for the study's head dims (K = 0.75·d/6 at d = 256, 512, 1024, 1536), in parallel.
 WARM_PID=
-if has warm; then timeout 180 python3 experiments/warm_triton.py 32 64 128 192 > "$R/warm.log" 2>&1 & WARM_PID=$!; fi
+# WARM_ARGS adds options, e.g. "--householder 2" before the DeltaProduct study.
+if has warm; then timeout 180 python3 experiments/warm_triton.py 32 64 128 192 ${WARM_ARGS:-} > "$R/warm.log" 2>&1 &
+  WARM_PID=$!; fi
 
 # Coordinate checks far past the CPU's widths: fp32, PyTorch chunked kernel (no compile), widths 128…4096.
 CC_PID=
