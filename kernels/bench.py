@@ -167,7 +167,7 @@ def measure(s: Shape, with_fla: bool, profile: bool = False) -> None:
     profile, also one line of CUDA time per kernel of ours and one of fla's (kernel time without the host's: where
     do_bench's time is above it, launches, not the GPU, bound the op)."""
     if profile:
-        os.environ["DELTAMUP_AUTOTUNE_LOG"] = "1"  # the time of every kernel config launch tries (kernels/triton/tuning.py)
+        os.environ["DELTAMUP_AUTOTUNE_LOG"] = "1"  # every candidate config's time (kernels/triton/tuning.py)
     res: dict[str, object] = {"errors": {}}
     for label, dtype, short in (("ours bf16", torch.bfloat16, s),
                                 ("ours fp32", torch.float32, Shape(1, 200, 2, s.K, s.V, s.n_h))):
@@ -271,7 +271,7 @@ def main() -> None:
     p.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     p.add_argument("--no-fla", action="store_true")
     p.add_argument("--fla-table", help="with --no-fla: take fla's columns from this earlier output of the script")
-    p.add_argument("--profile", action="store_true", help="print CUDA time per kernel of ours (torch.profiler)")
+    p.add_argument("--profile", action="store_true", help="print CUDA time per kernel of ours and fla's (torch.profiler) and every config ours tried")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--warm", choices=("ours", "fla"), help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sweeps.progress import duration
+from scaling.commands.common import duration
 
 
 def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:

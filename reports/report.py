@@ -16,7 +16,7 @@ import polars as pl
 
 from scaling.analysis import Analysis, analyze, write_tables
 from sweeps import cost
-from sweeps.progress import duration
+from scaling.commands.common import duration
 
 from . import coord, html, plots
 from .summary import summary_markdown

@@ -11,17 +11,9 @@ from typing import Any
 
 from ray.tune import Callback
 
-from scaling.commands.common import print_table
+from scaling.commands.common import duration, print_table
 
 from . import cost, store
-
-
-def duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
-        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 class Progress(Callback):

@@ -15,9 +15,9 @@ from triton.runtime.errors import OutOfResources
 # earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
 # times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
 # warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
-# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. At K = 16 the 4-warp candidate ended in an illegal memory access where the first config ran (fla's
-# kernels crash there too), so narrow heads keep the first. (At K = 32 the crash stayed with the first config: see
-# precision.)
+# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. At K = 16 the
+# 4-warp candidate ended in an illegal memory access where the first config ran (fla's kernels crash there too), so
+# narrow heads keep the first. (At K = 32 the crash stayed with the first config: see precision.)
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory

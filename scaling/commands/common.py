@@ -1,7 +1,8 @@
-"""Argument helpers shared by subcommands: model options and checked parsers."""
+"""Helpers shared by subcommands: model options, checked parsers, and plain-text output (tables, durations)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -74,3 +75,12 @@ def print_table(rows: list[dict], columns: list[str] | None = None) -> None:
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def duration(seconds: float) -> str:
+    """'12s', '3m05s' or '1h02m'; '?' for a time that is not finite."""
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

@@ -15,7 +15,6 @@ from models import taps
 from scaling.data import Batch
 
 
-
 @torch.no_grad()
 def logits_of(model: nn.Module, inputs: Tensor, device: torch.device | str) -> Tensor:
     """inputs [B, T] -> fp32 logits [B, T, V] on the CPU."""
