@@ -21,6 +21,12 @@ from scaling.commands.common import duration
 from . import coord, html, plots
 from .summary import summary_markdown
 
+# cost_total.csv and cost.csv (the columns are sweeps/cost.py's)
+COST_TOTAL_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.Int64, "tokens": pl.Int64,
+                     "tokens_per_s": pl.Float64, "gpu_busy": pl.Float64}
+COST_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
+               "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
+
 OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "best_lr", "best_lr_grid", "best_loss", "best_loss_se",
                 "n_seeds", "refined", "bound", "edge", "n_diverged_lrs", "loss_lost"]
 
@@ -84,7 +90,8 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
     files = write_tables(a, out)
     (out / "summary.md").write_text(summary_markdown(a))
     files.append(out / "summary.md")
-    spent, per_width = cost.totals(sweep_dir), cost.per_width(sweep_dir)
+    spent = pl.DataFrame([cost.totals(sweep_dir)], schema=COST_TOTAL_SCHEMA)
+    per_width = pl.DataFrame(cost.per_width(sweep_dir), schema=COST_SCHEMA)
     for name, table in (("cost_total", spent), ("cost", per_width)):
         table.write_csv(out / f"{name}.csv")
         files.append(out / f"{name}.csv")

@@ -1,6 +1,9 @@
 """What a sweep cost: the wall time its runs held the machine (for a GPU study, its GPU time), tokens and throughput,
 overall and per width, from the sweep directory's trial records (results/), runs.jsonl and gpu.csv.
 
+Plain dicts: the sweep driver prints them on the GPU machine, which has no polars (reports/report.py makes the
+tables).
+
 totals — one row:
     runs            driver invocations (a resumed sweep has several)
     wall_seconds    their wall time summed (a killed run counts until its last finished trial)
@@ -20,14 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from . import store
-
-TOTALS_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.Int64, "tokens": pl.Int64,
-                 "tokens_per_s": pl.Float64, "gpu_busy": pl.Float64}
-PER_WIDTH_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
-                    "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
 
 
 def run_wall_seconds(run: dict[str, Any], records: list[dict[str, Any]]) -> float:
@@ -43,18 +39,17 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def totals(out: str | Path) -> pl.DataFrame:
+def totals(out: str | Path) -> dict[str, Any]:
     """The sweep's cost in one row (columns in the module docstring)."""
     out = Path(out)
     records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
     wall = sum(run_wall_seconds(run, records) for run in runs)
     tokens = sum(r.get("tokens") or 0 for r in records)
-    return pl.DataFrame([dict(runs=len(runs), wall_seconds=wall, trials=len(records), tokens=tokens,
-                              tokens_per_s=tokens / wall if wall > 0 else None,
-                              gpu_busy=_mean([u for _, _, u, _ in samples]))], schema=TOTALS_SCHEMA)
+    return dict(runs=len(runs), wall_seconds=wall, trials=len(records), tokens=tokens,
+                tokens_per_s=tokens / wall if wall > 0 else None, gpu_busy=_mean([u for _, _, u, _ in samples]))
 
 
-def per_width(out: str | Path) -> pl.DataFrame:
+def per_width(out: str | Path) -> list[dict[str, Any]]:
     """The trials' cost per width (columns in the module docstring)."""
     out = Path(out)
     records, samples = store.read_records(out), store.read_gpu_samples(out)
@@ -66,4 +61,4 @@ def per_width(out: str | Path) -> pl.DataFrame:
                          trial_seconds=sum(r.get("train_seconds") or 0.0 for r in group),
                          tokens_per_s_trial=_mean([r["tokens_per_s"] for r in group if r.get("tokens_per_s")]),
                          gpu_util=_mean(utils)))
-    return pl.DataFrame(rows, schema=PER_WIDTH_SCHEMA)
+    return rows

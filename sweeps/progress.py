@@ -87,7 +87,7 @@ def print_summary(out: Path) -> None:
     """The sweep so far: totals, wall time, throughput, GPU busy share, and per group the best LR."""
     records, samples = store.read_records(out), store.read_gpu_samples(out)
     status = Counter(r["status"] for r in records)
-    total = cost.totals(out).row(0, named=True)
+    total = cost.totals(out)
     gpu = f", GPU busy {total['gpu_busy']:.0f}% ({len(samples)} samples)" if total["gpu_busy"] is not None else ""
     print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
           f"{status['error']} errors) in {total['runs']} run(s), wall {duration(total['wall_seconds'])}, "

@@ -31,7 +31,7 @@ def write_cost_sweep(out: Path) -> Path:
 
 
 def test_totals_count_each_runs_wall_time(tmp_path: Path) -> None:
-    t = cost.totals(write_cost_sweep(tmp_path)).row(0, named=True)
+    t = cost.totals(write_cost_sweep(tmp_path))
     assert t["runs"] == 2 and t["trials"] == 3 and t["tokens"] == 32000
     assert t["wall_seconds"] == pytest.approx(100.0 + 50.0)  # the killed run until its last finished trial
     assert t["tokens_per_s"] == pytest.approx(32000 / 150.0)
@@ -39,7 +39,7 @@ def test_totals_count_each_runs_wall_time(tmp_path: Path) -> None:
 
 
 def test_per_width_sums_trial_time_and_averages_throughput(tmp_path: Path) -> None:
-    rows = {r["width"]: r for r in cost.per_width(write_cost_sweep(tmp_path)).to_dicts()}
+    rows = {r["width"]: r for r in cost.per_width(write_cost_sweep(tmp_path))}
     assert rows[256]["trials"] == 2 and rows[256]["tokens"] == 16000
     assert rows[256]["trial_seconds"] == pytest.approx(30.0)  # overlapping trials: not wall time
     assert rows[256]["tokens_per_s_trial"] == pytest.approx((800.0 + 400.0) / 2)
@@ -48,9 +48,9 @@ def test_per_width_sums_trial_time_and_averages_throughput(tmp_path: Path) -> No
 
 
 def test_a_sweep_without_records_costs_nothing(tmp_path: Path) -> None:
-    t = cost.totals(tmp_path).row(0, named=True)
+    t = cost.totals(tmp_path)
     assert (t["runs"], t["trials"], t["wall_seconds"], t["tokens_per_s"], t["gpu_busy"]) == (0, 0, 0.0, None, None)
-    assert cost.per_width(tmp_path).is_empty()
+    assert cost.per_width(tmp_path) == []
 
 
 def test_report_writes_the_cost(tmp_path: Path) -> None:
@@ -65,3 +65,4 @@ def test_report_writes_the_cost(tmp_path: Path) -> None:
     assert pl.read_csv(report.out / "cost.csv")["width"].to_list() == [256, 512]
     assert pl.read_csv(report.out / "cost_total.csv")["wall_seconds"].to_list() == [150.0]
     assert "3 trials in 2 run(s), wall 2m30s (150 s" in report.page.read_text()
+

@@ -132,6 +132,21 @@ def test_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, tmp_p
     assert set(trials["status"]) == {"ok"}
 
 
+def test_the_driver_runs_to_its_summary_without_polars(cluster, tmp_path):
+    """The GPU machine has no polars (../shared/gpu/README.md): the driver, its progress lines and its closing cost
+    summary run without it (an import of polars in the cost summary once cost a GPU call)."""
+    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"])
+    out = tmp_path / "sweep"
+    code = ("import sys; sys.modules['polars'] = None; from sweeps.__main__ import main; "
+            f"sys.argv = ['sweeps', {str(spec_path)!r}, '--out', {str(out)!r}, '--address', {cluster.address!r}]; "
+            "sys.exit(main())")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 trials (2 ok" in done.stdout and len(store.finished_ids(out)) == 2
+
+
 def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(cluster, tmp_path):
     import optuna
 
