@@ -52,6 +52,8 @@ WARM_PID=
 # WARM_DIMS picks head dims (default all four); WARM_ARGS adds options, e.g. "--householder 2" before the DeltaProduct study.
 if has warm; then timeout 180 python3 experiments/warm_triton.py ${WARM_DIMS:-32 64 128 192} ${WARM_ARGS:-} > "$R/warm.log" 2>&1 &
   WARM_PID=$!; fi
+# Which config crashes with half-precision inputs (experiments/diag_half.py), while the warm-up compiles.
+has diag && timeout 240 python3 experiments/diag_half.py 2>&1 | tee "$R/diag.log"
 
 # Coordinate checks far past the CPU's widths: fp32, PyTorch chunked kernel (no compile), widths 128…4096.
 CC_PID=
@@ -75,7 +77,7 @@ if has cc-bf16; then
 fi
 
 # Model level: the Triton path trains like the PyTorch path.
-has triton-vs-torch && timeout 120 python3 experiments/triton_vs_torch.py --width 512 --depth 4 --steps 200 2>&1 \
+has triton-vs-torch && [ "$(left)" -gt 60 ] && timeout $(( $(left) < 120 ? $(left) : 120 )) python3 experiments/triton_vs_torch.py --width 512 --depth 4 --steps 200 2>&1 \
   | tee "$R/triton_vs_torch.log"
 [ -n "$CC_PID" ] && wait $CC_PID && echo "fp32 coordinate checks done at $(( $(date +%s) - T0 )) s"
 
