@@ -163,15 +163,26 @@ def test_dispatch():
     assert kernels.resolve_backend("auto", "cuda") is chunk_gated_delta_rule_triton
 
 
-@pytest.mark.parametrize("K", [16, 64])
-def test_half_precision_path(K):
-    """fp16 inputs: half-precision dot operands in the state passes, and in the parallel passes above NARROW_K
-    (K = 64; fp32 operands at K = 16). bf16 takes the same paths on a GPU; the interpreter of Triton 3.8
-    mis-computes bf16 dots, so CPU runs check fp16."""
-    x = make_inputs(1, 70, 2, K, 32, "random", seed=4)
+@pytest.mark.parametrize("K, V", [(16, 32), (64, 32), (64, 64)])
+def test_half_precision_path(K, V):
+    """fp16 inputs: half-precision dot operands in the state passes, and in the per-chunk passes where no tile is
+    narrow (K = V = 64); fp32 operands there for narrow heads (tuning.is_narrow). bf16 takes the same paths on a GPU;
+    the interpreter of Triton 3.8 mis-computes bf16 dots, so CPU runs check fp16."""
+    x = make_inputs(1, 70, 2, K, V, "random", seed=4)
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float16, True, True)
     assert_close(got, want, 5e-3)
+
+
+def test_narrow_heads_run_the_one_validated_form():
+    """A tile under 64 wide (K or V ≤ 32) takes fp32 operands and the first config only: on the H200 half operands
+    there crashed (K = 32) or gave rel. errors ≈ 1 (K = 64, V = 32; K = 128, V = 32), and 4 warps crashed (K = 16)."""
+    from kernels.triton import tuning
+    assert [tuning.precision(torch.bfloat16, K, V) for K, V in [(16, 32), (32, 64), (64, 32), (128, 32), (64, 128)]] \
+        == ["tf32", "tf32", "tf32", "tf32", "half"]
+    assert tuning.precision(torch.float32, 64, 32) == "ieee"
+    assert len(tuning.candidates(tuning.PAR_CONFIGS, 128, 32)) == 1 < len(tuning.candidates(tuning.PAR_CONFIGS, 64, 64))
+    assert len(tuning.state_configs(128, 64, 32, 2)[0]) == 1
 
 
 def test_prepare_solve_is_exact_inverse():

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, output_precision, parallel_tiles,
+from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles,
                      precision, state_blocks, state_configs)
 from .utils import (CHUNK, add_trans_states, decay, dot_rows_states, load_gates, load_states, mm, row_map, store_states,
                     tile, tok_base)
@@ -210,13 +210,13 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     C = CHUNK
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
-    prec = precision(q.dtype, K)
+    prec = precision(q.dtype, K, V)
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
     dv_new = torch.empty(B, T, H, V, **f32)
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
-           dict(H=H, V=V, C=C, BV=BVp, PREC=output_precision(q.dtype), NH=nh), candidates(OUT_CONFIGS, K))
+           dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K, V))
     dh_all = torch.empty_like(h_all)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
     BK, NKB = state_blocks(K)
@@ -235,7 +235,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
-           candidates(PAR_CONFIGS, K))
+           candidates(PAR_CONFIGS, K, V))
 
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
@@ -244,5 +244,5 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     launch(chunk_wy_bwd_kernel, (NT, B * H),
            (k, v, beta, G, Tinv, dw, dv_new, dk_part, dG, dk, dv, dbeta, dg if dg is not None else dbeta, T, NK),
            dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, USE_G=g is not None, PREC=prec, NH=nh),
-           candidates(PAR_CONFIGS, K))
+           candidates(PAR_CONFIGS, K, V))
     return dq, dk, dv, dg, dbeta, (dh0 if initial_state is not None else None)

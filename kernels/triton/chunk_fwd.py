@@ -21,7 +21,7 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, output_precision, parallel_tiles,
+from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles,
                      precision, state_blocks, state_configs)
 from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, load_gates, load_state, load_states, mm,
                     row_map, store_states, tile, tok_base)
@@ -149,12 +149,12 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     Aqk = torch.empty(B, T, H, C, **f32)
     w = torch.empty_like(k)
     u = torch.empty_like(v)
-    prec = precision(q.dtype, K)
+    prec = precision(q.dtype, K, V)
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_prepare_fwd_kernel, (NT, B * H),
            (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
            dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh),
-           candidates(PAR_CONFIGS, K))
+           candidates(PAR_CONFIGS, K, V))
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
@@ -166,6 +166,6 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     o = v.new_empty(B, T // nh, H, V)
     launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
            (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=output_precision(q.dtype), NH=nh),
-           candidates(OUT_CONFIGS, K))
+           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh),
+           candidates(OUT_CONFIGS, K, V))
     return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

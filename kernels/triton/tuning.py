@@ -12,12 +12,12 @@ from triton.runtime.errors import OutOfResources
 
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
-# earlier fixed choice first (what the interpreter, fp32 inputs and K ≤ NARROW_K run), then the candidates launch
+# earlier fixed choice first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch
 # times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
 # warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
-# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. At K = 16 the
-# 4-warp candidate ended in an illegal memory access where the first config ran (fla's kernels crash there too), so
-# narrow heads keep the first. (At K = 32 the crash stayed with the first config: see precision.)
+# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. Narrow heads
+# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16, and gave
+# wrong outputs and gradients at V = 32 (session 5, experiments/diag_half.py).
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
@@ -41,20 +41,26 @@ def state_blocks(K: int) -> tuple[int, int]:
 def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
     heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
-    above NARROW_K, BV 16 and 64 where the first is not already (launch times them on a GPU; 64 wins at V ≥ 256,
-    session 4; 8 warps never won and is not tried). Fallbacks: one stage."""
+    for heads that are not narrow, BV 16 and 64 where the first is not already (launch times them on a GPU; 64 wins
+    at V ≥ 256, session 4; 8 warps never won and is not tried). Fallbacks: one stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
-    widths = [BV] + [b for b in (16, 64) if K > NARROW_K and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
+    widths = [BV] + [b for b in (16, 64) if not is_narrow(K, V) and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
     configs = [dict(BV=b, num_warps=4, num_stages=2) for b in widths]
     fallbacks = [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
     return configs, fallbacks
 
 
-def candidates(configs: Sequence[dict[str, int]], K: int) -> Sequence[dict[str, int]]:
-    """`configs`, or only its first (validated) one for head dims K ≤ NARROW_K."""
-    return configs if K > NARROW_K else configs[:1]
+def is_narrow(K: int, V: int) -> bool:
+    """Whether a parallel tile is under 64 wide (K or V ≤ NARROW_K): the shapes where Triton 3.6 on the H200 broke
+    half-precision dots and 4-warp configs, which therefore run one validated form (precision, candidates)."""
+    return min(K, V) <= NARROW_K
+
+
+def candidates(configs: Sequence[dict[str, int]], K: int, V: int) -> Sequence[dict[str, int]]:
+    """`configs`, or only its first (validated) one for narrow heads."""
+    return configs[:1] if is_narrow(K, V) else configs
 
 
 def parallel_tiles(K: int, V: int) -> tuple[int, int]:
@@ -67,21 +73,16 @@ def pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(n))
 
 
-def precision(dtype: torch.dtype, K: int) -> str:
-    """How the per-chunk passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for half-precision
-    inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for K ≤ NARROW_K, where the H200
-    (Triton 3.6) hit an illegal memory access at K = 32 with half operands (session 4) but ran fp32 operands
-    correctly in session 2. The state passes multiply in the inputs' dtype either way, and so do the output passes
-    (output_precision)."""
+def precision(dtype: torch.dtype, K: int, V: int) -> str:
+    """How the per-chunk and output passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for
+    half-precision inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for narrow heads.
+    On the H200 (Triton 3.6) half operands on 32-wide tiles crashed (illegal memory access at K = 32, session 4) or
+    computed wrong values (rel. error ≈ 1 in o at K = 64, V = 32, and in dk, dv, dg, dβ at K = 128, V = 32; session
+    5, experiments/diag_half.py); fp32 operands ran correctly there. The state passes multiply in the inputs' dtype
+    either way."""
     if dtype == torch.float32:
         return "ieee"
-    return "tf32" if K <= NARROW_K else "half"
-
-
-def output_precision(dtype: torch.dtype) -> str:
-    """mm's PREC for the output-like passes (chunk_o_fwd, chunk_dv_local_bwd): exact fp32 for fp32 inputs, else the
-    inputs' dtype at every K — the form every GPU run so far validated."""
-    return "ieee" if dtype == torch.float32 else "half"
+    return "tf32" if is_narrow(K, V) else "half"
 
 
 Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
