@@ -49,7 +49,8 @@ has kernels && timeout $(left) python3 -m kernels.bench --profile ${KERNELS_ARGS
 
 # Compile the Triton kernels for the study's head dims (K = 0.75·d/6 at d = 256, 512, 1024, 1536), in parallel.
 WARM_PID=
-# WARM_DIMS picks head dims (default all four); WARM_ARGS adds options, e.g. "--householder 2" before the DeltaProduct study.
+# WARM_DIMS picks head dims (default all four); WARM_ARGS adds options, e.g. "--householder 1 2" before the
+# DeltaProduct study (n_h = 2) and a Gated DeltaNet one in the same call.
 if has warm; then timeout 180 python3 experiments/warm_triton.py ${WARM_DIMS:-32 64 128 192} ${WARM_ARGS:-} > "$R/warm.log" 2>&1 &
   WARM_PID=$!; fi
 # Which config crashes with half-precision inputs (experiments/diag_half.py), while the warm-up compiles.
@@ -94,11 +95,14 @@ fi
 # and check that /tmp/pack/corpus/manifest.json's text_sha256 is the one in the study's spec.
 if has study; then
   mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz
-  D="$R/study-$STUDY"; mkdir -p "$D"
-  [ -d "results/sweeps/study-$STUDY" ] && cp -r "results/sweeps/study-$STUDY/." "$D/"
-  timeout -s INT $(left) python3 -m sweeps "reports/study/$STUDY.yaml" --out "$D" --resume \
-    --set task.path=/tmp/deltamup/corpus ${STUDY_EXTRA:-} --progress-every 30 2>&1 | tee "$R/study.log"
-  rm -rf "$D/ray" "$D/driver.lock"
+  for S in $STUDY; do  # several studies in turn (STUDY="gdn-sgd gdp2-adamw"), each while a minute is left
+    [ "$(left)" -gt 60 ] || break
+    D="$R/study-$S"; mkdir -p "$D"
+    [ -d "results/sweeps/study-$S" ] && cp -r "results/sweeps/study-$S/." "$D/"
+    timeout -s INT $(left) python3 -m sweeps "reports/study/$S.yaml" --out "$D" --resume \
+      --set task.path=/tmp/deltamup/corpus ${STUDY_EXTRA:-} --progress-every 30 2>&1 | tee "$R/study-$S.log"
+    rm -rf "$D/ray" "$D/driver.lock"
+  done
 fi
 echo "all done at $(( $(date +%s) - T0 )) s"
 tar -C "${OUT:-out}" -czf "${OUT:-out}/gpu-results.tgz" r && rm -rf "$R"

@@ -5,6 +5,7 @@ q/k normalised outside, g fp32, β in the inputs' dtype.
 
     python3 experiments/warm_triton.py 32 64 128 192                    # Gated DeltaNet (n_h = 1)
     python3 experiments/warm_triton.py 32 64 128 192 --householder 2    # Gated DeltaProduct_2
+    python3 experiments/warm_triton.py 128 192 --householder 1 2        # both, one process per (K, n_h)
 """
 from __future__ import annotations
 
@@ -38,12 +39,13 @@ def warm(K: int, n: int) -> None:
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("head_dims", type=int, nargs="+")
-    p.add_argument("--householder", type=int, default=1, help="DeltaProduct's n_h (1: the gated delta rule)")
+    p.add_argument("--householder", type=int, nargs="+", default=[1],
+                   help="DeltaProduct's n_h, one or several (1: the gated delta rule)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        warm(args.head_dims[0], args.householder)
+        warm(args.head_dims[0], args.householder[0])
     else:
-        procs = [subprocess.Popen([sys.executable, __file__, "--one", str(k), "--householder", str(args.householder)])
-                 for k in args.head_dims]
+        procs = [subprocess.Popen([sys.executable, __file__, "--one", str(k), "--householder", str(n)])
+                 for k in args.head_dims for n in args.householder]
         sys.exit(max(p.wait() for p in procs))
