@@ -16,8 +16,8 @@ from triton.runtime.errors import OutOfResources
 # times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
 # warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
 # won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. Narrow heads
-# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16, and gave
-# wrong outputs and gradients at V = 32 (session 5, experiments/diag_half.py).
+# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16 (session 4)
+# and, with half operands, gave wrong outputs and gradients at V = 32 (session 5, experiments/diag_half.py).
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
