@@ -14,22 +14,32 @@ import subprocess
 import sys
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
-# name: dtype, (B, T, H, K, V), h0 + final state, parallel-pass warps (None: the table's), state BV (None: the
-# table's), autotune
+
+class Variant(NamedTuple):
+    """One run of the kernels, each in its own process."""
+    dtype: str
+    shape: tuple[int, int, int, int, int]  # B, T, H, K, V
+    with_state: bool                       # initial state in, final state out
+    warps: int | None                      # the parallel passes' num_warps (None: tuning's table)
+    state_bv: int | None                   # the sequential passes' V block (None: tuning's heuristic)
+    autotune: str                          # DELTAMUP_AUTOTUNE
+
+
 VARIANTS = {
-    "test-as-is":      ("float16", (1, 70, 2, 64, 32), True, None, None, "0"),
-    "bf16":            ("bfloat16", (1, 70, 2, 64, 32), True, None, None, "0"),
-    "no-h0":           ("float16", (1, 70, 2, 64, 32), False, None, None, "0"),
-    "T128":            ("float16", (1, 128, 2, 64, 32), True, None, None, "0"),
-    "par4":            ("float16", (1, 70, 2, 64, 32), True, 4, None, "0"),
-    "bv32":            ("float16", (1, 70, 2, 64, 32), True, None, 32, "0"),
-    "par4-bv32":       ("float16", (1, 70, 2, 64, 32), True, 4, 32, "0"),
-    "autotuned":       ("float16", (1, 70, 2, 64, 32), True, None, None, "1"),
-    "V64":             ("float16", (1, 70, 2, 64, 64), True, None, None, "0"),
-    "K128":            ("float16", (1, 70, 2, 128, 32), True, None, None, "0"),
-    "bench-K64-bf16":  ("bfloat16", (8, 2048, 6, 64, 128), False, None, None, "0"),
-    "bench-K64-h0":    ("bfloat16", (8, 2048, 6, 64, 128), True, None, None, "0"),
+    "test-as-is":      Variant("float16", (1, 70, 2, 64, 32), True, None, None, "0"),
+    "bf16":            Variant("bfloat16", (1, 70, 2, 64, 32), True, None, None, "0"),
+    "no-h0":           Variant("float16", (1, 70, 2, 64, 32), False, None, None, "0"),
+    "T128":            Variant("float16", (1, 128, 2, 64, 32), True, None, None, "0"),
+    "par4":            Variant("float16", (1, 70, 2, 64, 32), True, 4, None, "0"),
+    "bv32":            Variant("float16", (1, 70, 2, 64, 32), True, None, 32, "0"),
+    "par4-bv32":       Variant("float16", (1, 70, 2, 64, 32), True, 4, 32, "0"),
+    "autotuned":       Variant("float16", (1, 70, 2, 64, 32), True, None, None, "1"),
+    "V64":             Variant("float16", (1, 70, 2, 64, 64), True, None, None, "0"),
+    "K128":            Variant("float16", (1, 70, 2, 128, 32), True, None, None, "0"),
+    "bench-K64-bf16":  Variant("bfloat16", (8, 2048, 6, 64, 128), False, None, None, "0"),
+    "bench-K64-h0":    Variant("bfloat16", (8, 2048, 6, 64, 128), True, None, None, "0"),
 }
 
 
@@ -98,7 +108,7 @@ def main() -> None:
     names = args.only or list(VARIANTS)
 
     def spawn(name: str) -> dict:
-        env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1", "DELTAMUP_AUTOTUNE": VARIANTS[name][5]}
+        env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1", "DELTAMUP_AUTOTUNE": VARIANTS[name].autotune}
         done = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True,
                               timeout=240)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -109,9 +119,9 @@ def main() -> None:
 
     with ThreadPoolExecutor(len(names)) as pool:
         rows = list(pool.map(spawn, names))
-    print("\n| variant | dtype, shape, state, warps, BV, autotune | result |\n| --- | --- | --- |")
+    print("\n| variant | settings | result |\n| --- | --- | --- |")
     for row in rows:
-        v = VARIANTS[row["name"]]
+        v = VARIANTS[row["name"]]._asdict()
         res = f"ok, max rel err {row['max_err']:.1e}" if row["status"] == "ok" else \
             f"{row['status']}: {row.get('error', '')} at {row.get('where', '')}"
         print(f"| {row['name']} | {v} | {res} |")

@@ -51,8 +51,10 @@ has kernels && timeout $(left) python3 -m kernels.bench --profile ${KERNELS_ARGS
 WARM_PID=
 # WARM_DIMS picks head dims (default all four); WARM_ARGS adds options, e.g. "--householder 1 2" before the
 # DeltaProduct study (n_h = 2) and a Gated DeltaNet one in the same call.
-if has warm; then timeout 180 python3 experiments/warm_triton.py ${WARM_DIMS:-32 64 128 192} ${WARM_ARGS:-} > "$R/warm.log" 2>&1 &
-  WARM_PID=$!; fi
+if has warm; then
+  timeout 180 python3 experiments/warm_triton.py ${WARM_DIMS:-32 64 128 192} ${WARM_ARGS:-} > "$R/warm.log" 2>&1 &
+  WARM_PID=$!
+fi
 # Which config crashes with half-precision inputs (experiments/diag_half.py), while the warm-up compiles.
 has diag && timeout 240 python3 experiments/diag_half.py 2>&1 | tee "$R/diag.log"
 
@@ -78,8 +80,8 @@ if has cc-bf16; then
 fi
 
 # Model level: the Triton path trains like the PyTorch path.
-has triton-vs-torch && [ "$(left)" -gt 60 ] && timeout $(( $(left) < 120 ? $(left) : 120 )) python3 experiments/triton_vs_torch.py --width 512 --depth 4 --steps 200 2>&1 \
-  | tee "$R/triton_vs_torch.log"
+has triton-vs-torch && [ "$(left)" -gt 60 ] && timeout $(( $(left) < 120 ? $(left) : 120 )) \
+  python3 experiments/triton_vs_torch.py --width 512 --depth 4 --steps 200 2>&1 | tee "$R/triton_vs_torch.log"
 [ -n "$CC_PID" ] && wait $CC_PID && echo "fp32 coordinate checks done at $(( $(date +%s) - T0 )) s"
 
 # The paper's AdamW grid at a reduced budget, small widths packed on the GPU (resumable; what is left is listed).

@@ -271,7 +271,8 @@ def main() -> None:
     p.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     p.add_argument("--no-fla", action="store_true")
     p.add_argument("--fla-table", help="with --no-fla: take fla's columns from this earlier output of the script")
-    p.add_argument("--profile", action="store_true", help="print CUDA time per kernel of ours and fla's (torch.profiler) and every config ours tried")
+    p.add_argument("--profile", action="store_true",
+                   help="print CUDA time per kernel of ours and fla's (torch.profiler) and every config ours tried")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--warm", choices=("ours", "fla"), help=argparse.SUPPRESS)
     args = p.parse_args()

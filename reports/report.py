@@ -15,8 +15,8 @@ from typing import Callable, Iterable
 import polars as pl
 
 from scaling.analysis import Analysis, analyze, write_tables
-from sweeps import cost
 from scaling.commands.common import duration
+from sweeps import cost
 
 from . import coord, html, plots
 from .summary import summary_markdown
