@@ -99,10 +99,14 @@ if has study; then
   mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz
   for S in $STUDY; do  # several studies in turn (STUDY="gdn-sgd gdp2-adamw"), each while a minute is left
     [ "$(left)" -gt 60 ] || break
+    # STUDY_EXTRA applies to every study; STUDY_EXTRA_<name> (dashes as underscores) to that one only, e.g.
+    # STUDY_EXTRA_gdp2_adamw="--set widths=[256,512]" (Ray starts the widest trials first: narrow widths first
+    # gives a partial study its base width).
+    X="STUDY_EXTRA_${S//-/_}"
     D="$R/study-$S"; mkdir -p "$D"
     [ -d "results/sweeps/study-$S" ] && cp -r "results/sweeps/study-$S/." "$D/"
     timeout -s INT $(left) python3 -m sweeps "reports/study/$S.yaml" --out "$D" --resume \
-      --set task.path=/tmp/deltamup/corpus ${STUDY_EXTRA:-} --progress-every 30 2>&1 | tee "$R/study-$S.log"
+      --set task.path=/tmp/deltamup/corpus ${STUDY_EXTRA:-} ${!X:-} --progress-every 30 2>&1 | tee "$R/study-$S.log"
     rm -rf "$D/ray" "$D/driver.lock"
   done
 fi
