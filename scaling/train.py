@@ -79,16 +79,17 @@ def make_optimizer(model: nn.Module, parametrization: str, config: TrainConfig) 
 
 
 def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor, step: int,
-                   config: TrainConfig) -> None:
-    """Backward, clip, set this step's LRs, update."""
+                   config: TrainConfig) -> Tensor | None:
+    """Backward, clip, set this step's LRs, update. Returns the global gradient norm before clipping (a 0-d
+    tensor, not synced to the host; None without clipping): clipping scales the step by min(1, grad_clip / norm)."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    if config.grad_clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip) if config.grad_clip else None
     factor = lr_factor(step, config)
     for group in optimizer.param_groups:
         group["lr"] = group["base_lr"] * factor
     optimizer.step()
+    return norm
 
 
 @dataclass
