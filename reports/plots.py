@@ -2,7 +2,8 @@
 
 - loss vs LR, one line per width (ordered colour map), one panel per parametrization (rows: optimizers), the
   optimum marked (★ refined or grid value; ◀/▶ a bound at the grid's low/high edge), diverged LRs as ✕ above the
-  curves, error bars = standard error across seeds;
+  curves, error bars = standard error across seeds; losses far above the rest (more than 3× the best loss's
+  distance to the upper quartile) leave the top of the panel;
 - the paper's "shifted loss" view: the same with each width's best grid loss subtracted;
 - the optimal LR against width, one line per parametrization (hollow markers: bounds).
 """
@@ -66,8 +67,11 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                      for w, b in zip(rows["width"], rows["best_loss_grid"])}
             values = np.array([l - shift.get(w, 0.0) for w, l in zip(finite["width"], finite["loss"])])
             bottom = float(values.min()) if len(values) else 0.0
-            # The shifted view zooms in on the optima (as the paper's does): curves leave the top of the panel.
-            top = float(np.quantile(values, 0.75) if shifted else values.max()) if len(values) else 1.0
+            # The shifted view zooms in on the optima (as the paper's does): curves leave the top of the panel. The
+            # plain view shows every loss unless a few blown-up ones (SGD at its largest LRs) would flatten the rest:
+            # it ends at 3× the distance from the best loss to the upper quartile.
+            q75 = float(np.quantile(values, 0.75)) if len(values) else 1.0
+            top = (q75 if shifted else min(float(values.max()), bottom + 3 * (q75 - bottom))) if len(values) else 1.0
             span = max(top - bottom, 1e-3)
             above = top + 0.08 * span  # where diverged LRs are drawn, one row per width
             for i, (width, g) in enumerate(curves.sort("width", "lr").group_by("width", maintain_order=True)):
