@@ -46,15 +46,17 @@ def overview_markdown(report_dirs: list[str | Path]) -> str:
             rows = transfer.filter(pl.col("parametrization") == p).to_dicts()
             cells.append(_cell(rows[0] if rows else None))
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
-    lines += ["", "| study | trials | runs | GPU time (wall) | tokens | tokens/s | GPU busy |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "| study | trials | runs | wall | GPU time | tokens | tokens/s | GPU busy |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, _, cost in studies:
         c = cost.row(0, named=True)
         busy = "–" if c["gpu_busy"] is None else f"{c['gpu_busy']:.0f}%"
         rate = "–" if c["tokens_per_s"] is None else f"{c['tokens_per_s']:,.0f}"
-        lines.append(f"| {name} | {c['trials']} | {c['runs']} | {duration(c['wall_seconds'])} | {c['tokens']:,} | "
-                     f"{rate} | {busy} |")
+        gpu = duration(c["gpu_seconds"]) if c.get("gpu_seconds") is not None else "–"
+        lines.append(f"| {name} | {c['trials']} | {c['runs']} | {duration(c['wall_seconds'])} | {gpu} | "
+                     f"{c['tokens']:,} | {rate} | {busy} |")
     lines += ["", "Spread: max − min of log₂ of the optimal LR over the widths with an optimum (0 is perfect "
-                  "transfer; one grid step is 1.00); bounds: optima on the LR grid's edge. From each folder's "
-                  "transfer.csv and cost_total.csv (`deltamup report`)."]
+                  "transfer; one grid step is 1.00); bounds: optima on the LR grid's edge. Wall: the time the "
+                  "sweep's runs held the machine; GPU time: each run's wall × the GPUs its trials ran on. From each "
+                  "folder's transfer.csv and cost_total.csv (`deltamup report`)."]
     return "\n".join(lines) + "\n"

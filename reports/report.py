@@ -23,7 +23,7 @@ from .summary import summary_markdown
 
 # cost_total.csv and cost.csv (the columns are sweeps/cost.py's)
 COST_TOTAL_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.Int64, "tokens": pl.Int64,
-                     "tokens_per_s": pl.Float64, "gpu_busy": pl.Float64}
+                     "tokens_per_s": pl.Float64, "gpu_seconds": pl.Float64, "gpu_busy": pl.Float64}
 COST_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
                "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
 
@@ -72,8 +72,9 @@ def _status(a: Analysis) -> str:
 def _cost(spent: pl.DataFrame, per_width: pl.DataFrame) -> str:
     t = spent.row(0, named=True)
     busy = f", GPU busy {t['gpu_busy']:.0f}%" if t["gpu_busy"] is not None else ""
+    gpu = f" = {duration(t['gpu_seconds'])} of GPU time" if t["gpu_seconds"] is not None else ""
     return (f"<p>{t['trials']} trials in {t['runs']} run(s), wall {duration(t['wall_seconds'])} "
-            f"({t['wall_seconds']:.0f} s: the time the sweep held the machine), {t['tokens']:,} tokens, "
+            f"({t['wall_seconds']:.0f} s: the time the sweep held the machine{gpu}), {t['tokens']:,} tokens, "
             f"{t['tokens_per_s'] or 0:,.0f} tokens/s overall{busy}. Per width: trial_seconds sums the trials' "
             "training time (side-by-side trials overlap); tokens_per_s_trial is one trial's throughput. Tables: "
             "cost_total.csv, cost.csv.</p>" + html.table(per_width))

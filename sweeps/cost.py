@@ -9,6 +9,8 @@ totals — one row:
     wall_seconds    their wall time summed (a killed run counts until its last finished trial)
     trials, tokens  finished trial records and the tokens they trained on
     tokens_per_s    tokens / wall_seconds: the sweep's throughput with its trials packed side by side
+    gpu_seconds     each run's wall time × the GPUs its trials ran on (null when no trial ran on a GPU): a run
+                    given two GPUs costs twice its wall time
     gpu_busy        mean GPU utilisation (%) over the sweep's gpu.csv samples (null without them)
 
 per_width — one row per width:
@@ -43,10 +45,15 @@ def totals(out: str | Path) -> dict[str, Any]:
     """The sweep's cost in one row (columns in the module docstring)."""
     out = Path(out)
     records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
-    wall = sum(run_wall_seconds(run, records) for run in runs)
+    walls = {run["run"]: run_wall_seconds(run, records) for run in runs}
+    gpus = {number: {str(g) for r in records if r.get("run") == number for g in r.get("gpu_ids") or []}
+            for number in walls}
+    wall = sum(walls.values())
     tokens = sum(r.get("tokens") or 0 for r in records)
     return dict(runs=len(runs), wall_seconds=wall, trials=len(records), tokens=tokens,
-                tokens_per_s=tokens / wall if wall > 0 else None, gpu_busy=_mean([u for _, _, u, _ in samples]))
+                tokens_per_s=tokens / wall if wall > 0 else None,
+                gpu_seconds=sum(walls[n] * len(gpus[n]) for n in walls) if any(gpus.values()) else None,
+                gpu_busy=_mean([u for _, _, u, _ in samples]))
 
 
 def per_width(out: str | Path) -> list[dict[str, Any]]:

@@ -36,6 +36,20 @@ def test_totals_count_each_runs_wall_time(tmp_path: Path) -> None:
     assert t["wall_seconds"] == pytest.approx(100.0 + 50.0)  # the killed run until its last finished trial
     assert t["tokens_per_s"] == pytest.approx(32000 / 150.0)
     assert t["gpu_busy"] == pytest.approx((80 + 60 + 0 + 90 + 70) / 5)
+    assert t["gpu_seconds"] == pytest.approx(100.0 * 1 + 50.0 * 1)  # each run's trials on one GPU
+
+
+def test_gpu_seconds_count_every_gpu_a_run_used(tmp_path: Path) -> None:
+    """A run whose trials ran on GPUs 0 and 1 held two GPUs for its wall time; a CPU sweep has no GPU time."""
+    for trial_id, gpu in (("a", "0"), ("b", "1"), ("c", "1")):
+        store.write_trial(tmp_path / "gpu", dict(trial_id=trial_id, run=1, width=256, status="ok", tokens=10,
+                                                 gpu_ids=[gpu]), EMPTY_CURVE)
+        store.write_trial(tmp_path / "cpu", dict(trial_id=trial_id, run=1, width=256, status="ok", tokens=10,
+                                                 gpu_ids=[]), EMPTY_CURVE)
+    for out in (tmp_path / "gpu", tmp_path / "cpu"):
+        store.append_run(out, {"run": 1, "started_at": 0.0, "finished_at": 30.0, "wall_seconds": 30.0})
+    assert cost.totals(tmp_path / "gpu")["gpu_seconds"] == pytest.approx(60.0)
+    assert cost.totals(tmp_path / "cpu")["gpu_seconds"] is None
 
 
 def test_per_width_sums_trial_time_and_averages_throughput(tmp_path: Path) -> None:
@@ -49,7 +63,8 @@ def test_per_width_sums_trial_time_and_averages_throughput(tmp_path: Path) -> No
 
 def test_a_sweep_without_records_costs_nothing(tmp_path: Path) -> None:
     t = cost.totals(tmp_path)
-    assert (t["runs"], t["trials"], t["wall_seconds"], t["tokens_per_s"], t["gpu_busy"]) == (0, 0, 0.0, None, None)
+    assert (t["runs"], t["trials"], t["wall_seconds"], t["tokens_per_s"], t["gpu_seconds"], t["gpu_busy"]) == \
+        (0, 0, 0.0, None, None, None)
     assert cost.per_width(tmp_path) == []
 
 
@@ -64,5 +79,6 @@ def test_report_writes_the_cost(tmp_path: Path) -> None:
     report = build_report(sweep)
     assert pl.read_csv(report.out / "cost.csv")["width"].to_list() == [256, 512]
     assert pl.read_csv(report.out / "cost_total.csv")["wall_seconds"].to_list() == [150.0]
+    assert pl.read_csv(report.out / "cost_total.csv")["gpu_seconds"].to_list() == [150.0]
     assert "3 trials in 2 run(s), wall 2m30s (150 s" in report.page.read_text()
 
