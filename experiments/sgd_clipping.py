@@ -2,9 +2,9 @@
 
 Trains the first steps of a study's trials on the CPU, with the study's own model, schedule, momentum and clip
 threshold, and records the global gradient norm before clipping. While the norm is above the threshold (1.0 in the
-paper's recipe), SGD's step is lr · g / ‖g‖: a width-dependent norm then moves the effective learning rate with width,
-whatever the parametrization's LR table says. The batch is smaller than the study's (noise adds to the norm at small
-batches), so the numbers are an upper bound on the study's norms, not a copy of them.
+paper's recipe), SGD's step is lr · g / ‖g‖: a width-dependent norm then moves the effective learning rate with
+width, whatever the parametrization's LR table says. The batch is smaller than the study's (noise adds to the norm
+at small batches), so the numbers indicate the study's norms rather than copy them.
 
     python3 experiments/sgd_clipping.py --task-path /tmp/deltamup/corpus --widths 256 768 1024 --steps 60 \\
         --out results/sgd-clipping/norms.csv
