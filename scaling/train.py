@@ -95,6 +95,8 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Ten
 @dataclass
 class TrainResult:
     losses: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train loss, lr factor)
+    grad_norms: list[float] = field(default_factory=list)  # per step, before clipping (NaN without clipping)
+    grad_clip: float | None = None  # the threshold the run clipped at
     diverged: bool = False
     diverged_step: int | None = None
     steps: int = 0
@@ -104,6 +106,14 @@ class TrainResult:
     @property
     def final_loss(self) -> float:
         return self.losses[-1][1] if self.losses else math.inf
+
+    @property
+    def clipped_fraction(self) -> float | None:
+        """Share of the steps whose gradient norm was above grad_clip (their update was scaled down); None without
+        clipping. Under SGD a share near 1 means the run was normalised SGD: step = lr · g / ‖g‖."""
+        if not self.grad_clip or not self.grad_norms:
+            return None
+        return sum(norm > self.grad_clip for norm in self.grad_norms) / len(self.grad_norms)
 
 
 def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: Iterator[Batch],
@@ -115,18 +125,21 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
     loss_fn = loss_function(config)
-    result, pending = TrainResult(), []
+    result, pending = TrainResult(grad_clip=config.grad_clip), []
     start = time.perf_counter()
     for step in range(config.steps):
         inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
         loss = loss_fn(model, (inputs, targets))
-        pending.append((step, loss.detach(), lr_factor(step, config)))
         result.tokens += inputs.numel()
         result.steps = step + 1
-        optimizer_step(model, optimizer, loss, step, config)
+        norm = optimizer_step(model, optimizer, loss, step, config)
+        pending.append((step, loss.detach(), lr_factor(step, config),
+                        norm.detach().float() if norm is not None else loss.new_tensor(math.nan)))
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
-            values = torch.stack([l for _, l, _ in pending]).tolist()  # one host sync per log interval
-            rows = [(s, v, f) for (s, _, f), v in zip(pending, values)]
+            # one host sync per log interval: the losses and the gradient norms in one tensor
+            values = torch.stack([l.float() for _, l, _, _ in pending] + [n for *_, n in pending]).tolist()
+            rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
+            result.grad_norms.extend(values[len(pending):])
             pending = []
             result.losses.extend(rows)
             bad = [s for s, l, _ in rows if not math.isfinite(l)]

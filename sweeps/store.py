@@ -3,7 +3,7 @@
     DIR/spec.yaml                      the spec as run
     DIR/driver.lock                    locked while a driver runs the sweep
     DIR/results/<trial_id>.json        one finished (or errored) trial's row, written by the trial itself
-    DIR/results/<trial_id>.curve.parquet   its loss curve (written before the row)
+    DIR/results/<trial_id>.curve.parquet   its curve: loss, LR and gradient norm per step (written before the row)
     DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched)
     DIR/gpu.csv                        nvidia-smi samples (time, gpu index, utilisation %, memory MiB), if any
     DIR/trials.parquet, curves.parquet merged from results/ (derived: rebuilt any time)
@@ -28,7 +28,7 @@ import yaml
 FINISHED = ("ok", "diverged")
 ID_COLUMNS = ("trial_id", "phase", "parametrization", "optimizer", "width", "lr", "seed", "kind", "depth",
               "householder")
-CURVE_COLUMNS = ("trial_id", "step", "tokens", "train_loss", "lr")
+CURVE_COLUMNS = ("trial_id", "step", "tokens", "train_loss", "lr", "grad_norm")  # grad_norm: before clipping
 
 
 def results_dir(out: Path) -> Path:

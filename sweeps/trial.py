@@ -142,19 +142,22 @@ def result_columns(cfg: dict[str, Any], result: TrainResult, val_loss: float | N
             "val_loss": math.inf if val_loss is None else finite_or_inf(val_loss),
             "smoothed_loss": math.inf if result.diverged else
             finite_or_inf(smoothed_loss(losses, smooth["smooth_last"], smooth["smooth_span"])),
+            "clipped_fraction": result.clipped_fraction,
             "steps": result.steps, "tokens": result.tokens, "train_seconds": result.seconds,
             "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params}
 
 
 def curve_columns(cfg: dict[str, Any], result: TrainResult) -> dict[str, list]:
-    """One row per step: tokens seen after it, its train loss (NaN/inf as recorded), the LR it used."""
+    """One row per step: tokens seen after it, its train loss (NaN/inf as recorded), the LR it used, the gradient
+    norm before clipping (NaN without clipping)."""
     tokens_per_step = cfg["batch_size"] * cfg["seq_len"]
     lr = cfg["point"]["lr"]
     return {"trial_id": [cfg["trial_id"]] * len(result.losses),
             "step": [s for s, _, _ in result.losses],
             "tokens": [(s + 1) * tokens_per_step for s, _, _ in result.losses],
             "train_loss": [loss for _, loss, _ in result.losses],
-            "lr": [lr * factor for _, _, factor in result.losses]}
+            "lr": [lr * factor for _, _, factor in result.losses],
+            "grad_norm": result.grad_norms}
 
 
 def placement() -> tuple[int, torch.device, list[str]]:

@@ -223,7 +223,7 @@ def test_a_running_sweep_is_read_from_its_results(tmp_path: Path) -> None:
     """The engine writes results/<trial>.json as trials finish and trials.parquet only at the end."""
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
     done = synthetic_trials().filter(pl.col("width") == 256)
-    curve = {"trial_id": [], "step": [], "tokens": [], "train_loss": [], "lr": []}
+    curve = {c: [] for c in store.CURVE_COLUMNS}
     for record in done.to_dicts():
         store.write_trial(tmp_path, record, curve)
     result = analysis.analyze(tmp_path)

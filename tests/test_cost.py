@@ -9,7 +9,7 @@ import pytest
 
 from sweeps import cost, store
 
-EMPTY_CURVE = {"trial_id": [], "step": [], "tokens": [], "train_loss": [], "lr": []}
+EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
 
 
 def write_cost_sweep(out: Path) -> Path:

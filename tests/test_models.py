@@ -1,4 +1,6 @@
 """Models: any width works, every parameter has a role, the head layout follows the paper, probes see every call."""
+import math
+
 import pytest
 import torch
 
@@ -90,6 +92,29 @@ def test_training_with_build_optimizer_reduces_loss():
     assert not result.diverged and result.steps == 30
     assert result.losses[-1][1] < result.losses[0][1] - 1.0
     assert len(result.losses) == 30
+
+
+def test_training_records_the_gradient_norm_before_clipping():
+    """Step 0's recorded norm is the global gradient norm of the initial model on the first batch; the clipped
+    share follows the threshold; without clipping nothing is recorded."""
+    from scaling.data import get_task
+    from scaling.train import TrainConfig, lm_loss, train
+
+    batch = next(get_task("sample").train_batches(4, 32, seed=0))
+    model = build_model(ModelConfig(width=64, depth=1), "gdn-mup", "sgd", seed=0)
+    lm_loss(model, batch).backward()
+    norm_at_init = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+
+    def run(grad_clip):
+        config = TrainConfig(optimizer="sgd", lr=0.05, steps=6, grad_clip=grad_clip, log_every=4)
+        return train(build_model(ModelConfig(width=64, depth=1), "gdn-mup", "sgd", seed=0), "gdn-mup", config,
+                     get_task("sample").train_batches(4, 32, seed=0))
+
+    tight, loose, off = run(1e-6), run(1e6), run(None)
+    assert len(tight.grad_norms) == 6 and tight.grad_norms[0] == pytest.approx(norm_at_init, rel=1e-4)
+    assert tight.clipped_fraction == 1.0 and loose.clipped_fraction == 0.0
+    assert loose.grad_norms[0] == pytest.approx(norm_at_init, rel=1e-4)
+    assert off.clipped_fraction is None and all(math.isnan(n) for n in off.grad_norms)
 
 
 def test_divergence_is_detected():

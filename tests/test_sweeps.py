@@ -32,7 +32,8 @@ TINY = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "wid
         "log_every": 3, "eval": {"batches": 2}, "resources": {"cpu": 1, "gpu": 0}, "failure": {"retries": 0}}
 REQUIRED_TRIAL_COLUMNS = {"trial_id", "parametrization", "optimizer", "width", "lr", "seed", "kind", "depth",
                           "householder", "final_train_loss", "val_loss", "smoothed_loss", "diverged",
-                          "diverged_step", "steps", "tokens", "wall_seconds", "tokens_per_s", "status", "error"}
+                          "diverged_step", "clipped_fraction", "steps", "tokens", "wall_seconds", "tokens_per_s",
+                          "status", "error"}
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +74,12 @@ def test_tiny_grid_runs_end_to_end_and_a_huge_lr_diverges(cluster, tmp_path):
     assert (bad["smoothed_loss"] == float("inf")).all() and (bad["diverged_step"] < bad["steps"]).all()
     assert (bad["steps"] <= 3).all()
     curves = pd.read_parquet(out / "curves.parquet")
-    assert list(curves.columns) == ["trial_id", "step", "tokens", "train_loss", "lr"]
-    assert curves[curves.trial_id.isin(good["trial_id"].to_list())].groupby("trial_id").size().eq(6).all()
+    assert list(curves.columns) == ["trial_id", "step", "tokens", "train_loss", "lr", "grad_norm"]
+    good_curves = curves[curves.trial_id.isin(good["trial_id"].to_list())]
+    assert good_curves.groupby("trial_id").size().eq(6).all()
+    assert (good_curves["grad_norm"] > 0).all()  # the default grad_clip (1.0) is on: every step's norm is recorded
+    clipped = {t: (g["grad_norm"] > 1.0).mean() for t, g in good_curves.groupby("trial_id")}
+    assert all(good["clipped_fraction"][i] == pytest.approx(clipped[t]) for i, t in enumerate(good["trial_id"]))
     # nothing left: a resume launches no trial and keeps every row
     assert run_sweep(spec, out, resume=True)["launched"] == 0
     assert pl.read_parquet(out / "trials.parquet").height == 12
@@ -168,7 +173,7 @@ def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(clust
 
 
 def test_store_keeps_the_first_finished_row_and_writes_without_polars(tmp_path, monkeypatch):
-    curve = {"trial_id": ["t"], "step": [0], "tokens": [8], "train_loss": [5.0], "lr": [1e-3]}
+    curve = {"trial_id": ["t"], "step": [0], "tokens": [8], "train_loss": [5.0], "lr": [1e-3], "grad_norm": [2.0]}
     first = {"trial_id": "t", "status": "error", "error": "boom", "lr": 1e-3}
     assert store.write_trial(tmp_path, first, curve)
     assert store.write_trial(tmp_path, {**first, "status": "ok", "error": None, "val_loss": 4.0}, curve)
