@@ -25,9 +25,12 @@ from sweeps import spec as sweep_spec
 from sweeps.spec import TrialPoint
 
 
+COLUMNS = ["parametrization", "width", "lr", "step", "loss", "grad_norm", "clip_scale"]
+
+
 def grad_norms(spec: sweep_spec.SweepSpec, point: TrialPoint, steps: int, batch_size: int,
                seq_len: int) -> list[dict]:
-    """Rows (parametrization, width, lr, step, loss, grad_norm, clip_scale) for the first `steps` steps."""
+    """Rows (COLUMNS) for the first `steps` steps."""
     config = spec.train_config(point)
     model = build_model(spec.model_config(point.width), point.parametrization, point.optimizer, seed=point.seed)
     optimizer = make_optimizer(model, point.parametrization, config)
@@ -51,20 +54,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--out", type=Path, required=True, help="CSV, appended to after every (parametrization, width)")
+    p.add_argument("--out", type=Path, required=True, help="CSV, written after every (parametrization, width)")
     args = p.parse_args()
     spec = sweep_spec.load(args.spec, [f"task.path={args.task_path}"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
-        writer = None
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
         for width in args.widths:
             for name in args.parametrizations:
                 start = time.perf_counter()
                 rows = grad_norms(spec, TrialPoint(name, "sgd", width, args.lr, 0), args.steps, args.batch_size,
                                   args.seq_len)
-                writer = writer or csv.DictWriter(f, fieldnames=list(rows[0]))
-                if f.tell() == 0:
-                    writer.writeheader()
                 writer.writerows(rows)
                 f.flush()
                 norms = [r["grad_norm"] for r in rows]

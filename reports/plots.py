@@ -48,6 +48,16 @@ def width_colors(widths: list[int]) -> dict[int, tuple]:
     return dict(zip(sorted(widths), sns.color_palette(PALETTE, len(widths))))
 
 
+def panel_top(values: np.ndarray, shifted: bool) -> float:
+    """Upper end of a loss-vs-LR panel's curves. The shifted view zooms in on the optima (as the paper's does):
+    the upper quartile. The plain view shows every loss unless a few blown-up ones (SGD at its largest LRs) would
+    flatten the rest: it ends at 3× the distance from the best loss to the upper quartile."""
+    if not len(values):
+        return 1.0
+    q75 = float(np.quantile(values, 0.75))
+    return q75 if shifted else min(float(values.max()), float(values.min()) + 3 * (q75 - float(values.min())))
+
+
 def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Path]:
     """loss_vs_lr.{png,svg} (or shifted_loss.{png,svg} with shifted=True)."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -67,11 +77,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                      for w, b in zip(rows["width"], rows["best_loss_grid"])}
             values = np.array([l - shift.get(w, 0.0) for w, l in zip(finite["width"], finite["loss"])])
             bottom = float(values.min()) if len(values) else 0.0
-            # The shifted view zooms in on the optima (as the paper's does): curves leave the top of the panel. The
-            # plain view shows every loss unless a few blown-up ones (SGD at its largest LRs) would flatten the rest:
-            # it ends at 3× the distance from the best loss to the upper quartile.
-            q75 = float(np.quantile(values, 0.75)) if len(values) else 1.0
-            top = (q75 if shifted else min(float(values.max()), bottom + 3 * (q75 - bottom))) if len(values) else 1.0
+            top = panel_top(values, shifted)
             span = max(top - bottom, 1e-3)
             above = top + 0.08 * span  # where diverged LRs are drawn, one row per width
             for i, (width, g) in enumerate(curves.sort("width", "lr").group_by("width", maintain_order=True)):

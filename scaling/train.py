@@ -132,14 +132,14 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
         loss = loss_fn(model, (inputs, targets))
         result.tokens += inputs.numel()
         result.steps = step + 1
-        norm = optimizer_step(model, optimizer, loss, step, config)
-        pending.append((step, loss.detach(), lr_factor(step, config),
-                        norm.detach().float() if norm is not None else loss.new_tensor(math.nan)))
+        norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
+        pending.append((step, loss.detach(), lr_factor(step, config), norm))
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
-            # one host sync per log interval: the losses and the gradient norms in one tensor
-            values = torch.stack([l.float() for _, l, _, _ in pending] + [n for *_, n in pending]).tolist()
+            # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
+            norms = [n for *_, n in pending if n is not None]
+            values = torch.stack([l for _, l, _, _ in pending] + norms).tolist()
             rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
-            result.grad_norms.extend(values[len(pending):])
+            result.grad_norms.extend(values[len(pending):] if norms else [math.nan] * len(pending))
             pending = []
             result.losses.extend(rows)
             bad = [s for s, l, _ in rows if not math.isfinite(l)]

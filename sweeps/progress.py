@@ -89,9 +89,9 @@ def print_summary(out: Path) -> None:
     status = Counter(r["status"] for r in records)
     total = cost.totals(out)
     gpu = f", GPU busy {total['gpu_busy']:.0f}% ({len(samples)} samples)" if total["gpu_busy"] is not None else ""
+    gpu_time = f" ({duration(total['gpu_seconds'])} of GPU time)" if total["gpu_seconds"] is not None else ""
     print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
-          f"{status['error']} errors) in {total['runs']} run(s), wall {duration(total['wall_seconds'])}"
-          + (f" ({duration(total['gpu_seconds'])} of GPU time)" if total["gpu_seconds"] is not None else "") + ", "
+          f"{status['error']} errors) in {total['runs']} run(s), wall {duration(total['wall_seconds'])}{gpu_time}, "
           f"{total['tokens']:,} tokens, {total['tokens_per_s'] or 0:,.0f} tokens/s overall{gpu}")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:

@@ -109,3 +109,16 @@ def test_summary_is_the_headline_table(report: Report) -> None:
     assert mup[2:6] == ["0.0063"] * 4 and mup[6] == "0.00"  # 2^-7.3 at every width: perfect transfer
     assert sp[5] == "≤ 0.00024" and sp[-2:] == ["yes", "**no** |"]  # the bound at 2048 (2^-12); SP's LR does not carry
     assert "1 of the grid's 216 trials have no result yet" in text
+
+
+def test_a_few_blown_up_losses_do_not_flatten_the_panel() -> None:
+    """The plain view keeps every loss of well-behaved curves, but cuts a 15-nat outlier (SGD at its largest LR)
+    at 3× the best loss's distance to the upper quartile; the shifted view ends at the upper quartile."""
+    from reports.plots import panel_top
+
+    tame = np.array([1.2, 1.3, 1.35, 1.4, 1.5, 1.6, 1.7])  # an AdamW panel: every point shown
+    wild = np.array([1.8, 1.85, 1.9, 2.0, 2.2, 2.4, 15.6])
+    assert panel_top(tame, shifted=False) == pytest.approx(1.7)
+    assert panel_top(wild, shifted=False) == pytest.approx(1.8 + 3 * (np.quantile(wild, 0.75) - 1.8))
+    assert panel_top(wild, shifted=False) < 4
+    assert panel_top(wild, shifted=True) == pytest.approx(np.quantile(wild, 0.75))
