@@ -46,8 +46,8 @@ VARIANTS = {
 def child(name: str) -> dict:
     import torch
 
-    import kernels
-    from kernels.triton import chunk_bwd, chunk_fwd, tuning
+    from deltamup import kernels
+    from deltamup.kernels.triton import chunk_bwd, chunk_fwd, tuning
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: a smoke run under TRITON_INTERPRET=1
     dtype, (B, T, H, K, V), with_state, warps, bv, _ = VARIANTS[name]

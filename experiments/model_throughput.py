@@ -24,14 +24,15 @@ import argparse
 import json
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
-from kernels.bench import cuda_times
-from models import ModelConfig, build_model
-from scaling.train import TrainConfig, loss_function, make_optimizer
+from benchmarks.kernels import cuda_times
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.scaling.train import TrainConfig, loss_function, make_optimizer
 
 StepFn = Callable[[Tensor, Tensor], Tensor]
 

@@ -23,9 +23,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from models import ModelConfig, build_model
-from scaling.data import get_task
-from scaling.train import TrainConfig, train
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.scaling.data import get_task
+from deltamup.scaling.train import TrainConfig, train
 
 VARIANTS = {  # label: (householder, allow_neg_eigval)
     "n_h=1 β∈[0,2]": (1, True),

@@ -16,14 +16,11 @@ import csv
 import time
 from pathlib import Path
 
-import torch
-
-from models import build_model
-from scaling.data import get_task
-from scaling.train import lm_loss, make_optimizer, optimizer_step
-from sweeps import spec as sweep_spec
-from sweeps.spec import TrialPoint
-
+from deltamup.parametrizations import build_model
+from deltamup.scaling.data import get_task
+from deltamup.scaling.train import lm_loss, make_optimizer, optimizer_step
+from deltamup.sweeps import spec as sweep_spec
+from deltamup.sweeps.spec import TrialPoint
 
 COLUMNS = ["parametrization", "width", "lr", "step", "loss", "grad_norm", "clip_scale"]
 

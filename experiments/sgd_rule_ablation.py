@@ -12,11 +12,11 @@ import sys
 
 import polars as pl
 
-from models import ModelConfig, Role
-from parametrizations import tables
-from parametrizations.scale import m
-from parametrizations.table import RoleRule
-from scaling import coord_check
+from deltamup.models import ModelConfig, Role
+from deltamup.parametrizations import tables
+from deltamup.parametrizations.scale import m
+from deltamup.parametrizations.table import RoleRule
+from deltamup.scaling import coord_check
 
 BASE = tables.GDN_MUP
 VARIANTS = {
@@ -51,7 +51,8 @@ def main(names: list[str]) -> None:
         table = slopes.filter(pl.col("probe").is_in(PROBES) & pl.col("step").is_in([1, 4, 6, 8, 10, 15, 20]))
         print(f"== {name}")
         with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-            print(table.pivot(on="step", index="probe", values="slope").with_columns(pl.all().exclude("probe").round(2)))
+            pivot = table.pivot(on="step", index="probe", values="slope")
+            print(pivot.with_columns(pl.all().exclude("probe").round(2)))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ import time
 
 import torch
 
-from models import ModelConfig, build_model
-from scaling.data import get_task
-from scaling.train import TrainConfig, train
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.scaling.data import get_task
+from deltamup.scaling.train import TrainConfig, train
 
 
 def curve(backend: str, args: argparse.Namespace) -> tuple[list[float], float]:

@@ -17,8 +17,7 @@ import torch
 
 
 def warm(K: int, n: int) -> None:
-    import kernels
-
+    from deltamup import kernels
     V, B, T, H = 2 * K, 2, 128, 6
     bf16 = dict(device="cuda", dtype=torch.bfloat16, requires_grad=True)
     for final_state in (False, True):

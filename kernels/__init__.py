@@ -12,7 +12,7 @@ Backends: "recurrent" (kernels.reference, token by token), "torch" (kernels.chun
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import Tensor
 

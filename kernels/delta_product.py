@@ -4,7 +4,7 @@ the others, and the output read at its last micro-step.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import Tensor
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from deltamup.kernels import BACKENDS
+
 KINDS = ("deltanet", "gdn", "deltaproduct")
 MIN_HEAD_DIM = 4
 
@@ -49,8 +51,6 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(KINDS)}")
-        from kernels import BACKENDS
-
         if self.kernel_backend not in BACKENDS:
             raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.kind != "deltaproduct" and self.householder != 1:
@@ -91,7 +91,7 @@ class ModelConfig:
         """m = width / base_width: the variable every parametrization rule is a function of."""
         return self.width / self.base_width
 
-    def with_width(self, width: int) -> "ModelConfig":
+    def with_width(self, width: int) -> ModelConfig:
         return ModelConfig(**{**asdict(self), "width": width})
 
     def to_dict(self) -> dict:

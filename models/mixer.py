@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-import kernels
+from deltamup import kernels
 
 from .config import ModelConfig, Multipliers
 from .layers import Linear, RMSNorm, ShortConv, init_decay_scalars

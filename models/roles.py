@@ -34,4 +34,5 @@ def role_of(param: torch.Tensor) -> Role:
     try:
         return param.role
     except AttributeError:
-        raise ValueError(f"parameter of shape {tuple(param.shape)} has no role; create it with models.roles.tagged")
+        raise ValueError(f"parameter of shape {tuple(param.shape)} has no role; "
+                         "create it with deltamup.models.roles.tagged") from None

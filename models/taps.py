@@ -7,13 +7,13 @@ the first.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import Tensor
 
-_active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("deltamup_recorder", default=None)
+_active: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("deltamup_recorder", default=None)
 
 
 class Recorder:

@@ -1,185 +1,32 @@
-"""The parametrization registry: look a parametrization up by name and apply it to a model or an optimizer.
+"""Parametrizations: every rule in tables.py, applied to models and optimizers by registry.py.
 
-    p = parametrizations.get("gdn-mup")
-    parametrizations.initialize(model, "gdn-mup", optimizer="adamw", width_mult=4.0, width=1024)
+    model = parametrizations.build_model(ModelConfig(kind="gdn", width=1024), "gdn-mup", optimizer="adamw", seed=0)
     opt = parametrizations.build_optimizer(model, "gdn-mup", "adamw", lr=3e-3, weight_decay=0.1)
+    exp = parametrizations.load_export("train.yaml")      # tuned hyperparameters for a target width
 
-The rules themselves live in parametrizations/tables.py; this module only reads them.
+table.py (the Parametrization data type), tables.py (SP, naive µP, GDN-µP: the rules as data), scale.py (power laws
+of m and d), registry.py (lookup, init, param groups, optimizers), rolemap.py (roles of other libraries' models by
+name), export.py (the deltamup.export/1 document).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from .export import Export, load_export
+from .registry import (
+                       build_model,
+                       build_optimizer,
+                       check_optimizer,
+                       describe_multipliers,
+                       describe_rows,
+                       expected_slope,
+                       get,
+                       initialize,
+                       multipliers,
+                       names,
+                       param_groups,
+                       resolve,
+)
+from .table import OPTIMIZERS, Parametrization, RoleRule, Slope
 
-import torch
-from torch import nn
-
-from models.config import Multipliers
-from models.roles import Role, role_of
-
-from .table import OPTIMIZERS, Parametrization, RoleRule, Slope, per_optimizer
-from .tables import REGISTRY
-
-if TYPE_CHECKING:
-    from .export import Export
-
-
-def names() -> list[str]:
-    return list(REGISTRY)
-
-
-def get(name: str | Parametrization) -> Parametrization:
-    if isinstance(name, Parametrization):
-        return name
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown parametrization {name!r}; choose one of {', '.join(REGISTRY)}") from None
-
-
-def check_optimizer(optimizer: str) -> str:
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    return optimizer
-
-
-@dataclass(frozen=True)
-class ResolvedRule:
-    """A role's rule at one width: init std (None: module default), LR multiplier, weight-decay multiplier."""
-
-    role: Role
-    init_std: float | None
-    lr_mult: float
-    wd_mult: float
-    rule: RoleRule
-
-
-def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, width_mult: float,
-            width: float) -> ResolvedRule:
-    p = get(parametrization)
-    rule = p.rules[role]
-    init = per_optimizer(rule.init, optimizer)
-    return ResolvedRule(role, None if init is None else init(width_mult, width),
-                        per_optimizer(rule.lr, optimizer)(width_mult, width),
-                        per_optimizer(rule.wd, optimizer)(width_mult, width), rule)
-
-
-def multipliers(parametrization: str | Parametrization, optimizer: str, width_mult: float,
-                width: float) -> Multipliers:
-    p = get(parametrization)
-    values = {k: per_optimizer(v, optimizer)(width_mult, width) for k, v in p.multipliers.items()}
-    return Multipliers(**values)
-
-
-def _model_scale(model: nn.Module, width_mult: float | None, width: float | None) -> tuple[float, float]:
-    config = getattr(model, "config", None)
-    if width_mult is None:
-        if config is None:
-            raise ValueError("pass width_mult= (and width=) for a model without a deltamup config")
-        width_mult = config.width_mult
-    if width is None:
-        width = config.width if config is not None else width_mult
-    return width_mult, width
-
-
-@torch.no_grad()
-def initialize(model: nn.Module, parametrization: str | Parametrization, optimizer: str = "adamw",
-               width_mult: float | None = None, width: float | None = None, generator: torch.Generator | None = None
-               ) -> nn.Module:
-    """Re-draw every parameter whose role has an init std; others keep the module's own initialisation."""
-    m_, d_ = _model_scale(model, width_mult, width)
-    for param in model.parameters():
-        std = resolve(parametrization, role_of(param), optimizer, m_, d_).init_std
-        if std is not None:
-            param.normal_(0.0, std, generator=generator)
-    return model
-
-
-def param_groups(params: Iterable[nn.Parameter], parametrization: str | Parametrization, optimizer: str,
-                 lr: float, weight_decay: float, width_mult: float, width: float,
-                 roles: dict[int, Role] | None = None) -> list[dict]:
-    """One param group per role: {"params", "role", "lr", "base_lr", "lr_mult", "weight_decay"}.
-
-    `roles` (id(param) -> Role) overrides `param.role`, for models whose parameters are mapped by name."""
-    check_optimizer(optimizer)
-    by_role: dict[Role, list[nn.Parameter]] = {}
-    for param in params:
-        if not param.requires_grad:
-            continue
-        role = roles[id(param)] if roles is not None else role_of(param)
-        by_role.setdefault(role, []).append(param)
-    groups = []
-    for role, ps in by_role.items():
-        r = resolve(parametrization, role, optimizer, width_mult, width)
-        groups.append({"params": ps, "role": str(role), "lr": lr * r.lr_mult, "base_lr": lr * r.lr_mult,
-                       "lr_mult": r.lr_mult, "weight_decay": weight_decay * r.wd_mult})
-    return groups
-
-
-def build_optimizer(model: nn.Module, parametrization: str | Parametrization, optimizer: str, lr: float,
-                    weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8,
-                    momentum: float = 0.9, nesterov: bool = True, width_mult: float | None = None,
-                    width: float | None = None, roles: dict[int, Role] | None = None) -> torch.optim.Optimizer:
-    """AdamW or SGD (with momentum) whose param groups carry the parametrization's per-role learning rates."""
-    if not lr > 0:
-        raise ValueError(f"learning rate must be positive, got {lr}")
-    m_, d_ = _model_scale(model, width_mult, width)
-    groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles)
-    if optimizer == "adamw":
-        fused = all(p.is_cuda for p in model.parameters())  # one kernel for every parameter's update
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
-    return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
-                           weight_decay=weight_decay)
-
-
-def describe_rows(parametrization: str | Parametrization, optimizer: str, width: int, base_width: int) -> list[dict]:
-    """One row per parameter role: its rules, and their values at `width` and at `base_width`."""
-    p = get(parametrization)
-    check_optimizer(optimizer)
-    m_ = width / base_width
-    rows = []
-    for role in Role:
-        at, base = (resolve(p, role, optimizer, mm, w) for mm, w in ((m_, width), (1.0, base_width)))
-        rule = p.rules[role]
-        init = per_optimizer(rule.init, optimizer)
-        rows.append({
-            "class": str(role),
-            "init std": "module default" if init is None else str(init),
-            f"@{width}": "-" if at.init_std is None else f"{at.init_std:.4g}",
-            f"@{base_width}": "-" if base.init_std is None else f"{base.init_std:.4g}",
-            "LR ×": str(per_optimizer(rule.lr, optimizer)),
-            f"LR @{width}": f"{at.lr_mult:.4g}",
-            f"LR @{base_width}": f"{base.lr_mult:.4g}",
-            "weight decay ×": "no decay" if at.wd_mult == 0 else str(per_optimizer(rule.wd, optimizer)),
-        })
-    return rows
-
-
-def describe_multipliers(parametrization: str | Parametrization, optimizer: str, width: int,
-                         base_width: int) -> list[dict]:
-    """One row per forward multiplier: the rule and its value at `width` and at `base_width`."""
-    p = get(parametrization)
-    rows = []
-    for name in ("embedding", "readout", "mixer_output", "logits"):
-        rule = per_optimizer(p.multipliers.get(name, 1.0), optimizer)
-        rows.append({"forward multiplier": name, "rule": str(rule), f"@{width}": f"{rule(width / base_width, width):.4g}",
-                     f"@{base_width}": f"{rule(1.0, base_width):.4g}"})
-    return rows
-
-
-def expected_slope(parametrization: str | Parametrization, optimizer: str, probe: str) -> Slope | None:
-    """The theory's Slope for a probe name such as 'block3.readout' or 'update.hidden' (None: no prediction)."""
-    key = probe.split(".", 1)[1] if probe.startswith("block") else probe
-    return get(parametrization).expect.get(optimizer, {}).get(key)
-
-
-def load_export(path: str) -> "Export":
-    """A tuned-hyperparameter export (YAML, JSON or fla config.json) from parametrizations/export.py."""
-    from .export import load_export as load
-
-    return load(path)
-
-
-__all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "names", "get", "resolve", "multipliers",
-           "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers", "expected_slope",
-           "check_optimizer", "load_export"]
+__all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "Export", "names", "get", "resolve", "multipliers",
+           "build_model", "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers",
+           "expected_slope", "check_optimizer", "load_export"]

@@ -44,10 +44,10 @@ import torch
 import yaml
 from torch import nn
 
-from models import DeltaLM, ModelConfig, role_of
-from models.roles import Role
+from deltamup.models import DeltaLM, ModelConfig, role_of
+from deltamup.models.roles import Role
 
-from . import build_optimizer, check_optimizer, get, multipliers, resolve
+from .registry import build_optimizer, check_optimizer, get, multipliers, resolve
 
 SCHEMA = "deltamup.export/1"
 FORMATS = ("yaml", "json", "fla")

@@ -17,13 +17,13 @@ or output each one scales, and `attach_multipliers` installs them as forward hoo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Sequence
 
 from torch import nn
 
-from models.config import Multipliers
-from models.roles import Role, tagged
+from deltamup.models.config import Multipliers
+from deltamup.models.roles import Role, tagged
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ FLA = RoleMap("fla", (
 
 @dataclass(frozen=True)
 class MultiplierMap:
-    """(regex on the module name, Multipliers field, "input" | "output"): which tensor each forward multiplier scales."""
+    """(regex on the module name, Multipliers field, "input" | "output"): which tensor each forward multiplier
+    scales."""
 
     name: str
     patterns: Sequence[tuple[str, str, str]]

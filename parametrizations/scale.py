@@ -22,19 +22,19 @@ class Scale:
         """How the value grows with width (m and d both ∝ width)."""
         return self.m_pow + self.d_pow
 
-    def __mul__(self, other: "Scale | float") -> "Scale":
+    def __mul__(self, other: Scale | float) -> Scale:
         other = as_scale(other)
         return Scale(self.coef * other.coef, self.m_pow + other.m_pow, self.d_pow + other.d_pow)
 
     __rmul__ = __mul__
 
-    def __pow__(self, p: float) -> "Scale":
+    def __pow__(self, p: float) -> Scale:
         return Scale(self.coef ** p, self.m_pow * p, self.d_pow * p)
 
-    def __truediv__(self, other: "Scale | float") -> "Scale":
+    def __truediv__(self, other: Scale | float) -> Scale:
         return self * as_scale(other) ** -1
 
-    def __rtruediv__(self, other: float) -> "Scale":
+    def __rtruediv__(self, other: float) -> Scale:
         return as_scale(other) / self
 
     def __str__(self) -> str:
@@ -51,7 +51,7 @@ class Scale:
         return "·".join(parts)
 
 
-def as_scale(x: "Scale | float") -> Scale:
+def as_scale(x: Scale | float) -> Scale:
     return x if isinstance(x, Scale) else Scale(float(x))
 
 

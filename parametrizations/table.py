@@ -1,15 +1,15 @@
 """The data types a parametrization table is made of."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Union
 
-from models.roles import Role
+from deltamup.models.roles import Role
 
 from .scale import Scale, as_scale
 
 OPTIMIZERS = ("adamw", "sgd")
-PerOptimizer = Union[Scale, float, Mapping[str, Union[Scale, float]]]
+PerOptimizer = Scale | float | Mapping[str, Scale | float]
 
 
 def per_optimizer(rule: PerOptimizer | None, optimizer: str) -> Scale | None:

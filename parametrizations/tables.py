@@ -7,7 +7,7 @@ expect: the width exponent of every probe's RMS that the theory predicts (see do
 """
 from __future__ import annotations
 
-from models.roles import Role
+from deltamup.models.roles import Role
 
 from .scale import NO_DECAY, d, m
 from .table import FLAT, GROWS, Parametrization, RoleRule, Slope

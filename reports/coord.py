@@ -70,7 +70,8 @@ def figure(result: CoordCheckResult, out: Path, name: str) -> list[Path]:
     legend = {}
     for ax in axes:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(list(legend.values()), list(legend), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.legend(list(legend.values()), list(legend), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               frameon=False)
     fig.suptitle(f"Coordinate check: {result.path.name} ({result.judged - len(result.failed)}/{result.judged} "
                  "predicted slopes hold; dashed: off)")
     fig.tight_layout()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -65,7 +65,7 @@ def image(png: Path, caption: str) -> str:
 
 def page(title: str, sections: list[tuple[str, str]], spec: dict) -> str:
     """The whole document: sections are (heading, inner HTML); the spec closes the page as YAML."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join(f"<h2>{html.escape(h)}</h2>\n{inner}\n" for h, inner in sections)
     spec_text = html.escape(yaml.safe_dump(spec, sort_keys=False))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'

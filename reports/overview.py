@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from scaling.commands.common import duration
+from deltamup.console import duration
 
 
 def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from scaling.analysis import Analysis  # noqa: E402
+from deltamup.reports.analysis import Analysis  # noqa: E402
 
 PALETTE = "viridis"  # ordered: narrow widths dark, wide widths bright
 EDGE_MARKERS = {"low": "<", "high": ">"}
@@ -75,7 +75,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
             rows = optimum.filter((pl.col("optimizer") == optimizer) & (pl.col("parametrization") == name))
             shift = {w: (b if shifted and b is not None else 0.0)
                      for w, b in zip(rows["width"], rows["best_loss_grid"])}
-            values = np.array([l - shift.get(w, 0.0) for w, l in zip(finite["width"], finite["loss"])])
+            values = np.array([loss - shift.get(w, 0.0) for w, loss in zip(finite["width"], finite["loss"])])
             bottom = float(values.min()) if len(values) else 0.0
             top = panel_top(values, shifted)
             span = max(top - bottom, 1e-3)
@@ -87,7 +87,8 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                 ax.errorbar(ok["lr"], y, yerr=ok["loss_se"].fill_null(0).to_numpy(), color=colors[w], marker="o",
                             ms=3.5, lw=1.4, capsize=2, label=f"width {w}")
                 div = g.filter(~pl.col("loss").is_finite())
-                ax.scatter(div["lr"], np.full(len(div), above + 0.03 * span * i), marker="x", color=colors[w], s=36, zorder=4)
+                ax.scatter(div["lr"], np.full(len(div), above + 0.03 * span * i), marker="x", color=colors[w], s=36,
+                           zorder=4)
             for o in rows.filter(pl.col("best_lr").is_not_null()).iter_rows(named=True):
                 marker = EDGE_MARKERS.get(o["edge"], "*")
                 ax.scatter([o["best_lr"]], [o["best_loss"] - shift.get(o["width"], 0.0)], marker=marker, s=150,

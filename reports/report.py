@@ -8,15 +8,15 @@ Coordinate-check directories (`deltamup coord-check --out DIR`) inside the sweep
 from __future__ import annotations
 
 import html as _html
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import polars as pl
 
-from scaling.analysis import Analysis, analyze, write_tables
-from scaling.commands.common import duration
-from sweeps import cost
+from deltamup.console import duration
+from deltamup.reports.analysis import Analysis, analyze, write_tables
+from deltamup.sweeps import cost
 
 from . import coord, html, plots
 from .summary import summary_markdown
@@ -58,7 +58,8 @@ def _status(a: Analysis) -> str:
                      "result yet (still running, or lost). Optima below use the trials that finished.</p>"
                      + html.table(a.missing))
     if not a.failed.is_empty():
-        parts.append(f'<p class="note">Failed trials (errors, not divergence; left out of the optima): {len(a.failed)}</p>'
+        parts.append('<p class="note">Failed trials (errors, not divergence; left out of the optima): '
+                     f'{len(a.failed)}</p>'
                      + html.table(a.failed))
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from scaling.analysis import Analysis
+from deltamup.reports.analysis import Analysis
 
 EDGE_SIGN = {"low": "≤ ", "high": "≥ "}  # a bound: the optimum is at or beyond the grid's edge
 

@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 
-from parametrizations.export import Export, make_export
-from scaling.analysis import Analysis
+from deltamup.parametrizations.export import Export, make_export
+from deltamup.reports.analysis import Analysis
+from deltamup.sweeps.spec import parse
 
 
 def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, width: int,
                       tuned_width: int | None = None, allow_bound: bool = False) -> Export:
     """The export at `width` of the optimum found at `tuned_width` (default: the sweep's smallest width with an
     optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, or only a bound of one."""
-    from sweeps.spec import parse
-
     rows = analysis.optima.filter((pl.col("parametrization") == parametrization) & (pl.col("optimizer") == optimizer)
                                   & pl.col("best_lr").is_not_null()).sort("width")
     if rows.is_empty():
@@ -42,6 +41,6 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
         best_lr=best["best_lr"], best_lr_grid=best["best_lr_grid"], refined=best["refined"], bound=best["bound"],
         edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"], n_seeds=best["n_seeds"],
         trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing),
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
     return make_export(parametrization, optimizer, spec.model_config(width), lr=best["best_lr"],
                        weight_decay=weight_decay, tuned_width=tuned_width, train=train, provenance=provenance)

@@ -3,16 +3,18 @@ slope of size against width per probe and step, and compare it with the exponent
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-import parametrizations
-from models import ModelConfig, build_model, role_of
-from models.taps import record
+from deltamup import parametrizations
+from deltamup.models import ModelConfig, role_of
+from deltamup.models.taps import record
+from deltamup.parametrizations import build_model
 
 from .data.sample import sample_batches
 from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
@@ -115,7 +117,7 @@ def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) ->
     return rows
 
 
-def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> "pl.DataFrame":
+def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> pl.DataFrame:
     import polars as pl
 
     return pl.DataFrame(collect(check, progress))
@@ -129,7 +131,7 @@ def write_rows(rows: list[dict], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def fit_slopes(coords: "pl.DataFrame", parametrization: str, optimizer: str) -> "pl.DataFrame":
+def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str) -> pl.DataFrame:
     """slopes: (probe, step, slope, expected, ok). slope fits log RMS against log width: of the probe at step 0,
     of its change x_t − x_0 after. expected is the predicted exponent with the band a measurement may fall in
     ("0 [-0.40, +0.10]"), or ">0.1" for probes that must grow; both are null where nothing is predicted."""
@@ -149,7 +151,7 @@ def fit_slopes(coords: "pl.DataFrame", parametrization: str, optimizer: str) -> 
     return pl.DataFrame(rows, schema=schema).sort(["probe", "step"], maintain_order=True)
 
 
-def plot(coords: "pl.DataFrame", path: Path, title: str) -> None:
+def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
     """One panel per step, log-log against width: each probe's RMS at t = 0 and the RMS of its change after
     (mup's coordinate-check plot, with the change as Tensor Programs V plots it)."""
     import matplotlib
@@ -183,7 +185,7 @@ def plot(coords: "pl.DataFrame", path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write(check: CoordCheck, coords: "pl.DataFrame", slopes: "pl.DataFrame", out: Path,
+def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path,
           measured_on: str | None = None) -> None:
     """coords.parquet, slopes.csv and coords.png in `out`; measured_on names the machine in the plot's title
     (default: this check's device and precision)."""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-import parametrizations
+from deltamup import parametrizations
 
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 
@@ -137,12 +137,12 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
             # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
             norms = [n for *_, n in pending if n is not None]
-            values = torch.stack([l for _, l, _, _ in pending] + norms).tolist()
+            values = torch.stack([loss for _, loss, _, _ in pending] + norms).tolist()
             rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
             result.grad_norms.extend(values[len(pending):] if norms else [math.nan] * len(pending))
             pending = []
             result.losses.extend(rows)
-            bad = [s for s, l, _ in rows if not math.isfinite(l)]
+            bad = [s for s, loss, _ in rows if not math.isfinite(loss)]
             if on_log is not None:
                 on_log(step, rows)
             if bad:

@@ -1,6 +1,10 @@
 """Learning-rate sweeps across widths on Ray Tune: a YAML spec → one trial per (parametrization, optimizer, width,
 lr, seed) → one directory of results (trials.parquet, curves.parquet) that a killed sweep resumes from.
 
-    spec = sweeps.spec.load("sweeps/specs/quickstart.yaml")
-    sweeps.runner.run_sweep(spec, out="runs/sweeps/quickstart")
+    from deltamup.sweeps import runner, spec
+    runner.run_sweep(spec.load(spec.SPECS_DIR / "quickstart.yaml"), out="runs/sweeps/quickstart")
+
+spec (the YAML format, checked before Ray starts), trial (one training run → one record), store (the sweep directory),
+runner (the driver: what is missing, on Ray), tuner (resources and configs handed to Ray Tune), search (Optuna),
+packing (GPU shares from a memory estimate), progress, cost and gpu_monitor (what the run cost).
 """

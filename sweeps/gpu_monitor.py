@@ -49,7 +49,7 @@ class GpuMonitor:
         self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
         self.active = shutil.which("nvidia-smi") is not None and bool(sample())
 
-    def __enter__(self) -> "GpuMonitor":
+    def __enter__(self) -> GpuMonitor:
         if self.active:
             self._thread.start()
         return self

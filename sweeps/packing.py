@@ -6,11 +6,11 @@ memory a trial needs, rounded up to 1/2^k of a GPU, and a whole GPU for large mo
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import torch
 
-from models import DeltaLM, ModelConfig
+from deltamup.models import DeltaLM, ModelConfig
 
 from .gpu_monitor import memory_total_mib
 from .spec import ResourceSpec, SweepSpec
@@ -22,7 +22,7 @@ ACTIVATION_BYTES_PER_WIDTH = 270   # bytes autograd saves per token, layer and u
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 4}  # fp32 moments per parameter
 
 
-@lru_cache(maxsize=None)
+@cache
 def parameter_count(config: ModelConfig) -> int:
     """Parameters of the model at config.width, counted on the meta device (no memory)."""
     with torch.device("meta"):

@@ -11,7 +11,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from scaling.commands.common import duration, print_table
+from deltamup.console import duration, print_table
 
 from . import cost, store
 

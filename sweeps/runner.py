@@ -9,13 +9,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from deltamup.console import writable_dir
 
 from . import store
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
+from .trial import trial_config
+from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_config
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
@@ -68,8 +72,6 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
               num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
     """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
     (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
-    from scaling.commands.common import writable_dir
-
     out = writable_dir(str(out))
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
@@ -81,7 +83,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock)."""
     configure_ray_env(local=address is None)
     from .gpu_monitor import GpuMonitor
-    from .progress import print_summary
+    from .progress import print_summary  # imports Ray: after configure_ray_env
 
     run = len(store.read_runs(out)) + 1
     started = time.time()
@@ -92,7 +94,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             launched += run_grid(spec, out, todo, run, progress_every)
             if spec.search == "optuna":
-                from .search import run_optuna
+                from .search import run_optuna  # imports Ray: after configure_ray_env
 
                 launched += run_optuna(spec, out, run, progress_every)
     line = {"run": run, "started_at": started, "finished_at": time.time(), "wall_seconds": time.time() - started,
@@ -109,9 +111,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
 
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float) -> int:
     """Runs `points` as one Tuner over a grid of trial configs; returns how many were launched."""
-    from ray import tune
-
-    from .trial import trial_config
+    from ray import tune  # Ray is imported once configure_ray_env has set its environment
 
     if not points:
         return 0
@@ -122,69 +122,3 @@ def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, pro
                                                                            progress_every))
     record_ray_errors(out, tuner.fit())
     return len(configs)
-
-
-def trial_cost(spec: SweepSpec) -> Any:
-    """Sort key: parameters × micro-steps, so the longest trials start first (tighter packing)."""
-    from .packing import parameter_count
-
-    sizes = {w: parameter_count(spec.model_config(w)) for w in spec.widths}
-    return lambda config: sizes[config["point"]["width"]] * config["model"]["householder"]
-
-
-def trainable(spec: SweepSpec) -> Any:
-    """run_trial with per-trial resources: spec.resources.cpu CPUs and the GPU share packing chooses."""
-    import ray
-    from ray import tune
-    from ray.tune.execution.placement_groups import PlacementGroupFactory
-
-    from .packing import gpu_memory_bytes, trial_gpus
-    from .trial import run_trial
-
-    cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
-    memory = gpu_memory_bytes(spec.resources)
-    gpus = {(w, o): trial_gpus(spec, w, o, cluster_gpus, memory) for w in spec.widths for o in spec.optimizers}
-
-    def resources(config: dict) -> PlacementGroupFactory:
-        point = config["trial"]["point"]
-        bundle = {"CPU": spec.resources.cpu, "GPU": gpus[(point["width"], point["optimizer"])]}
-        return PlacementGroupFactory([{k: v for k, v in bundle.items() if v}])
-
-    return tune.with_resources(run_trial, resources)
-
-
-def tune_config(spec: SweepSpec, **kwargs: Any) -> Any:
-    from ray import tune
-
-    def name(trial: Any) -> str:
-        return trial.config["trial"]["trial_id"]
-
-    return tune.TuneConfig(max_concurrent_trials=spec.max_concurrent, trial_name_creator=name,
-                           trial_dirname_creator=name, reuse_actors=True, **kwargs)
-
-
-def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progress_every: float) -> Any:
-    """widths: one entry per trial to run (the progress view's totals)."""
-    from ray import tune
-
-    from ray.tune.logger import JsonLoggerCallback
-
-    from .progress import Progress
-
-    earlier = Counter(r["width"] for r in store.read_records(out) if r["status"] in store.FINISHED)
-    return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0,
-                          failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
-                          callbacks=[Progress(widths, progress_every, earlier), JsonLoggerCallback()])
-
-
-def record_ray_errors(out: Path, results: Any) -> None:
-    """Trials Ray itself gave up on (worker crash, lost node, out of memory) get an error row."""
-    from .trial import base_record
-
-    for result in results:
-        cfg = result.config["trial"] if result.config else None
-        if result.error is None or cfg is None or store.read_record(store.record_path(out, cfg["trial_id"])):
-            continue
-        text = str(result.error).strip().splitlines()
-        record = base_record(cfg) | {"status": "error", "diverged": False, "error": text[-1] if text else "error"}
-        store.write_trial(out, record, {c: [] for c in store.CURVE_COLUMNS})

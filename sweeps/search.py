@@ -18,6 +18,7 @@ from . import store
 from .progress import best_lr
 from .spec import SweepSpec, TrialPoint
 from .trial import trial_config
+from .tuner import record_ray_errors, run_config, trainable, tune_config
 
 Group = tuple[str, str, int]  # (parametrization, optimizer, width)
 
@@ -116,8 +117,6 @@ def grid_centres(spec: SweepSpec, out: Path) -> dict[Group, float]:
 def run_optuna(spec: SweepSpec, out: Path, run: int, progress_every: float) -> int:
     """Runs the Optuna trials the studies still lack; returns how many were launched."""
     from ray import tune
-
-    from .runner import record_ray_errors, run_config, trainable, tune_config
 
     searcher = StudySearcher(spec, out, run, grid_centres(spec, out))
     total = searcher.total_remaining

@@ -32,14 +32,16 @@ from typing import Any
 
 import yaml
 
-import parametrizations
-from models import ModelConfig
-from scaling.train import TrainConfig
+from deltamup import parametrizations
+from deltamup.models import ModelConfig
+from deltamup.scaling.data import get_task
+from deltamup.scaling.train import TrainConfig
 
 TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
 SEARCHES = ("grid", "optuna")
+SPECS_DIR = Path(__file__).parent / "specs"  # the specs shipped with the package
 
 
 class SpecError(ValueError):
@@ -198,8 +200,6 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
 def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
     """The task checked; model.vocab_size, when the spec leaves it out, set to the task's vocabulary (which may
     open the task's data: the spec as run then records it, so re-reading that spec does not)."""
-    from scaling.data import get_task
-
     task = _named("task", get_task, spec.task)
     if "vocab_size" in spec.model:
         return spec

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from models import ModelConfig, build_model
-from scaling.data import get_task
-from scaling.train import TrainConfig, TrainResult, lm_loss, train
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.scaling.data import get_task
+from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
 from .spec import SweepSpec, TrialPoint

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 import yaml
 
-from scaling import analysis
-from sweeps import store
+from deltamup.reports import analysis
+from deltamup.sweeps import store
 
 WIDTHS = [256, 512, 1024, 2048]
 LOG2_LRS = list(range(-12, -3))  # 2^-12 … 2^-4

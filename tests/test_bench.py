@@ -1,5 +1,5 @@
 """kernels.bench's reading of fla's columns from an earlier output (the file holds more tables after the first)."""
-from kernels.bench import earlier_fla
+from benchmarks.kernels import earlier_fla
 
 
 def test_earlier_fla_reads_only_the_first_table(tmp_path):

@@ -1,6 +1,5 @@
 """The deltamup CLI: describe, coord-check, and one-line errors with exit code 2 for bad input."""
 import contextlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from scaling.cli import main
+from deltamup.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,8 +26,8 @@ def test_describe_prints_every_role_at_width_and_base(capsys):
 
 
 def test_python_dash_m_entry_point():
-    result = subprocess.run([sys.executable, "-m", "scaling", "describe", "-p", "sp"], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run([sys.executable, "-m", "deltamup", "describe", "-p", "sp"], capture_output=True, text=True,
+                            cwd=ROOT)
     assert result.returncode == 0 and "Standard parametrization" in result.stdout
 
 

@@ -3,8 +3,8 @@ at widths 128…1024 with the CLI's defaults (8 × 64 tokens, AdamW lr 1e-2, SGD
 import polars as pl
 import pytest
 
-from models import ModelConfig
-from scaling import coord_check
+from deltamup.models import ModelConfig
+from deltamup.scaling import coord_check
 
 WIDTHS = (128, 256, 512, 1024)
 
@@ -49,7 +49,7 @@ def test_gdn_mup_probes_follow_the_theory(kind, optimizer, steps):
     found = disagreements(slopes)
     known = KNOWN_DEVIATIONS[(kind, "gdn-mup", optimizer)]
     unexpected = {p: s - known.get(p, set()) for p, s in found.items() if s - known.get(p, set())}
-    assert not unexpected, f"slopes off the theory: {unexpected}\n{slopes.filter(pl.col('ok') == False)}"
+    assert not unexpected, f"slopes off the theory: {unexpected}\n{slopes.filter(~pl.col('ok'))}"
     exact = judged.filter(pl.col("probe").str.contains(r"^update\.(hidden|gate_matrix)$|^embed$")
                           | (pl.col("probe").str.contains(r"\.(q|k)$") & (pl.col("step") == 0)))
     assert len(exact) and exact["ok"].all()  # the sizes fixed by construction agree everywhere
@@ -67,7 +67,7 @@ def test_naive_mup_readout_shrinks_where_gdn_mup_holds_it():
     naive = measure("gdn", "mup", "adamw", steps=3)
     gdn = measure("gdn", "gdn-mup", "adamw", steps=3)
     for step in (2, 3):
-        def slope(frame, probe):
+        def slope(frame, probe, step=step):
             return frame.filter((pl.col("probe") == probe) & (pl.col("step") == step))["slope"][0]
 
         for block in ("block0", "block1"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sweeps import cost, store
+from deltamup.sweeps import cost, store
 
 EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
 
@@ -70,9 +70,9 @@ def test_a_sweep_without_records_costs_nothing(tmp_path: Path) -> None:
 
 def test_report_writes_the_cost(tmp_path: Path) -> None:
     import yaml
-
-    from reports.report import build_report
     from test_analysis import SPEC
+
+    from deltamup.reports.report import build_report
 
     sweep = write_cost_sweep(tmp_path / "sweep")
     (sweep / "spec.yaml").write_text(yaml.safe_dump(SPEC))

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from packaging.requirements import Requirement
 
-from scaling.data.inputs import default_corpus, text_files
-from scaling.data.prepare import prepare, read_manifest
-from scaling.data.pysource import prose_paragraphs
-from scaling.data.sources import DEFAULT_SOURCES, find_source
-from scaling.data.tokenizer import BPETokenizer
-from scaling.data.tokens import open_tokens
+from deltamup.scaling.data.inputs import default_corpus, text_files
+from deltamup.scaling.data.prepare import prepare, read_manifest
+from deltamup.scaling.data.pysource import prose_paragraphs
+from deltamup.scaling.data.sources import DEFAULT_SOURCES, find_source
+from deltamup.scaling.data.tokenizer import BPETokenizer
+from deltamup.scaling.data.tokens import open_tokens
 
 SOURCE = b'''#!/usr/bin/env python
 # -*- coding: utf-8 -*-

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from scaling.data import get_task
-from scaling.data.tokens import Split, holdout, open_tokens, write_tokens
+from deltamup.scaling.data import get_task
+from deltamup.scaling.data.tokens import Split, holdout, open_tokens, write_tokens
 
 
 @pytest.mark.parametrize("dtype", ["uint16", "uint32"])
@@ -41,7 +41,7 @@ def test_windows_stay_inside_the_split_and_are_deterministic():
         assert x.shape == y.shape == (64, 50) and x.dtype == torch.long
         assert torch.equal(y[:, :-1], x[:, 1:])  # next-token targets
         first, last = x[:, 0].numpy(), y[:, -1].numpy()
-        assert all(any(a <= f and l < b for a, b in spans) for f, l in zip(first, last))
+        assert all(any(a <= f and e < b for a, b in spans) for f, e in zip(first, last))
         again, _ = next(Split(tokens, spans).batches(64, 50, seed=3))
         assert torch.equal(x, again)
         assert not torch.equal(x, next(Split(tokens, spans).batches(64, 50, seed=4))[0])
@@ -86,9 +86,9 @@ def test_corpus_prepares_text_and_parquet_into_the_cache(tmp_path, monkeypatch):
 
 
 def test_default_corpus_is_read_from_the_cache(tmp_path, monkeypatch):
-    from scaling.data.corpus import default_corpus_dir
-    from scaling.data.inputs import text_files
-    from scaling.data.prepare import prepare
+    from deltamup.scaling.data.corpus import default_corpus_dir
+    from deltamup.scaling.data.inputs import text_files
+    from deltamup.scaling.data.prepare import prepare
 
     monkeypatch.setenv("DELTAMUP_DATA", str(tmp_path))
     where = default_corpus_dir()

@@ -1,4 +1,5 @@
-"""Export → load → param groups: the same per-parameter LRs as the registry; shape mismatches and unsafe files refused."""
+"""Export → load → param groups: the same per-parameter LRs as the registry; shape mismatches and unsafe files
+refused."""
 from __future__ import annotations
 
 import json
@@ -9,10 +10,11 @@ import torch
 import yaml
 from torch import nn
 
-import parametrizations
-from models import ModelConfig, Role, build_model, tagged
-from parametrizations import export as ex
-from parametrizations.rolemap import RoleMap
+from deltamup import parametrizations
+from deltamup.models import ModelConfig, Role, tagged
+from deltamup.parametrizations import build_model
+from deltamup.parametrizations import export as ex
+from deltamup.parametrizations.rolemap import RoleMap
 
 SMALL = dict(depth=2, heads=2, vocab_size=64, base_width=64)
 

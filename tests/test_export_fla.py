@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import parametrizations
-from models import ModelConfig, build_model
-from parametrizations import export as ex
-from parametrizations.rolemap import FLA, FLA_MULTIPLIERS, attach_multipliers
+from deltamup import parametrizations
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.parametrizations import export as ex
+from deltamup.parametrizations.rolemap import FLA, FLA_MULTIPLIERS, attach_multipliers
 
 fla_models = pytest.importorskip(
     "fla.models", reason="flash-linear-attention is not installed: pip install flash-linear-attention==0.6.0 "

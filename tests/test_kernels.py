@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import chunk_gated_delta_product, chunk_gated_delta_rule, recurrent_gated_delta_rule
-from kernels.chunk_torch import chunk_gated_delta_rule_torch
+from deltamup.kernels import chunk_gated_delta_product, chunk_gated_delta_rule, recurrent_gated_delta_rule
+from deltamup.kernels.chunk_torch import chunk_gated_delta_rule_torch
 
 
 def inputs(B, T, H, K, V, gate="random", beta_max=1.0, seed=0, dtype=torch.float64):

@@ -4,8 +4,9 @@ import math
 import pytest
 import torch
 
-from models import ModelConfig, Role, build_model, role_of
-from models.taps import record, tap
+from deltamup.models import ModelConfig, Role, role_of
+from deltamup.models.taps import record, tap
+from deltamup.parametrizations import build_model
 
 
 @pytest.mark.parametrize("kind,householder,width", [
@@ -82,8 +83,8 @@ def test_probes_are_named_per_block_and_do_not_hide_repeated_calls():
 
 
 def test_training_with_build_optimizer_reduces_loss():
-    from scaling.data import get_task
-    from scaling.train import TrainConfig, train
+    from deltamup.scaling.data import get_task
+    from deltamup.scaling.train import TrainConfig, train
 
     model = build_model(ModelConfig(width=64, depth=1), "gdn-mup", seed=0)
     task = get_task("sample")
@@ -97,8 +98,8 @@ def test_training_with_build_optimizer_reduces_loss():
 def test_training_records_the_gradient_norm_before_clipping():
     """Step 0's recorded norm is the global gradient norm of the initial model on the first batch; the clipped
     share follows the threshold; without clipping nothing is recorded."""
-    from scaling.data import get_task
-    from scaling.train import TrainConfig, lm_loss, train
+    from deltamup.scaling.data import get_task
+    from deltamup.scaling.train import TrainConfig, lm_loss, train
 
     batch = next(get_task("sample").train_batches(4, 32, seed=0))
     model = build_model(ModelConfig(width=64, depth=1), "gdn-mup", "sgd", seed=0)
@@ -118,8 +119,8 @@ def test_training_records_the_gradient_norm_before_clipping():
 
 
 def test_divergence_is_detected():
-    from scaling.data import get_task
-    from scaling.train import TrainConfig, train
+    from deltamup.scaling.data import get_task
+    from deltamup.scaling.train import TrainConfig, train
 
     model = build_model(ModelConfig(width=64, depth=1), "sp", seed=0)
     result = train(model, "sp", TrainConfig(optimizer="sgd", lr=1e6, steps=40, grad_clip=None, log_every=5),
@@ -130,7 +131,7 @@ def test_divergence_is_detected():
 def test_compiled_loss_matches_eager_and_skips_probes():
     """TrainConfig(compile=True): model + cross-entropy through torch.compile give the eager loss and gradients;
     probes are off inside the compiled graph (a Recorder around it sees nothing, and nothing breaks)."""
-    from scaling.train import TrainConfig, lm_loss, loss_function
+    from deltamup.scaling.train import TrainConfig, lm_loss, loss_function
 
     model = build_model(ModelConfig(width=32, depth=1, heads=2), "gdn-mup", seed=0)
     batch = (torch.randint(0, 256, (2, 24)), torch.randint(0, 256, (2, 24)))

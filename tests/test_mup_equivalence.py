@@ -2,11 +2,12 @@
 same init scale, same logit multiplier."""
 import pytest
 
-mup = pytest.importorskip("mup")
+from deltamup import parametrizations
+from deltamup.models import ModelConfig, Role, role_of
+from deltamup.parametrizations import build_model
+from deltamup.parametrizations.table import per_optimizer
 
-import parametrizations
-from models import ModelConfig, build_model, role_of
-from parametrizations.table import per_optimizer
+mup = pytest.importorskip("mup")
 
 
 def models_at(kind, width, householder=1):
@@ -16,7 +17,8 @@ def models_at(kind, width, householder=1):
 
 def mup_groups(model, optimizer, lr, wd):
     decay = [p for p in model.parameters() if parametrizations.resolve("mup", role_of(p), optimizer, 1, 1).wd_mult]
-    no_decay = [p for p in model.parameters() if not parametrizations.resolve("mup", role_of(p), optimizer, 1, 1).wd_mult]
+    no_decay = [p for p in model.parameters()
+                if not parametrizations.resolve("mup", role_of(p), optimizer, 1, 1).wd_mult]
     groups = [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
     opt = (mup.MuAdamW if optimizer == "adamw" else mup.MuSGD)(groups, lr=lr)
     return {id(p): (g["lr"], g["weight_decay"]) for g in opt.param_groups for p in g["params"]}
@@ -56,8 +58,8 @@ def test_registry_matches_mup_library(optimizer, kind, householder):
 
 def test_gate_rules_differ_from_naive_mup_under_sgd():
     """The defect GDN-µP fixes: naive µP moves the gate-matrix LR up with width under SGD, GDN-µP down."""
-    naive = parametrizations.resolve("mup", parametrizations.Role.GATE_MATRIX, "sgd", 4.0, 1024).lr_mult
-    gdn = parametrizations.resolve("gdn-mup", parametrizations.Role.GATE_MATRIX, "sgd", 4.0, 1024).lr_mult
+    naive = parametrizations.resolve("mup", Role.GATE_MATRIX, "sgd", 4.0, 1024).lr_mult
+    gdn = parametrizations.resolve("gdn-mup", Role.GATE_MATRIX, "sgd", 4.0, 1024).lr_mult
     assert naive == pytest.approx(4.0) and gdn == pytest.approx(0.5)
-    scalar = parametrizations.resolve("gdn-mup", parametrizations.Role.GATE_SCALAR, "sgd", 4.0, 1024).lr_mult
+    scalar = parametrizations.resolve("gdn-mup", Role.GATE_SCALAR, "sgd", 4.0, 1024).lr_mult
     assert scalar == pytest.approx(2.0)

@@ -1,4 +1,5 @@
-"""The report of a synthetic sweep (tests/test_analysis.py's): files, HTML content, and the page in headless Chromium."""
+"""The report of a synthetic sweep (tests/test_analysis.py's): files, HTML content, and the page in headless
+Chromium."""
 from __future__ import annotations
 
 import re
@@ -10,10 +11,10 @@ import matplotlib.image
 import numpy as np
 import polars as pl
 import pytest
-
-from reports.report import Report, build_report
-from scaling.coord_check import fit_slopes
 from test_analysis import MISSING, write_sweep
+
+from deltamup.reports.report import Report, build_report
+from deltamup.scaling.coord_check import fit_slopes
 
 CHROMIUM = shutil.which("chromium")
 FIGURES = ["loss_vs_lr", "shifted_loss", "optimum_vs_width", "coord_check_0"]
@@ -89,7 +90,7 @@ def test_figures_are_the_same_bytes_each_time(tmp_path: Path) -> None:
     """Regenerating a committed report changes no figure whose data did not change (no dates, fixed SVG ids)."""
     import matplotlib.pyplot as plt
 
-    from reports import plots
+    from deltamup.reports import plots
 
     for run in ("first", "second"):
         fig, ax = plt.subplots()
@@ -114,7 +115,7 @@ def test_summary_is_the_headline_table(report: Report) -> None:
 def test_a_few_blown_up_losses_do_not_flatten_the_panel() -> None:
     """The plain view keeps every loss of well-behaved curves, but cuts a 15-nat outlier (SGD at its largest LR)
     at 3× the best loss's distance to the upper quartile; the shifted view ends at the upper quartile."""
-    from reports.plots import panel_top
+    from deltamup.reports.plots import panel_top
 
     tame = np.array([1.2, 1.3, 1.35, 1.4, 1.5, 1.6, 1.7])  # an AdamW panel: every point shown
     wild = np.array([1.8, 1.85, 1.9, 2.0, 2.2, 2.4, 15.6])

@@ -5,11 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-import parametrizations
-from models import ModelConfig, build_model
-from scaling.cli import main
 from test_analysis import SPEC, write_sweep, x_star
+
+from deltamup import parametrizations
+from deltamup.cli import main
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
 
 
 @pytest.fixture(scope="module")

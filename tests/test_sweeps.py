@@ -22,9 +22,9 @@ import ray
 import yaml
 from ray.cluster_utils import Cluster
 
-from sweeps import spec as specs
-from sweeps import store
-from sweeps.runner import run_sweep
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps import store
+from deltamup.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 48],
@@ -115,7 +115,7 @@ def test_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, tmp_p
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    driver = subprocess.Popen([sys.executable, "-m", "scaling", "sweep", str(spec_path), "--out", str(out),
+    driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
                                "--address", cluster.address], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -142,9 +142,8 @@ def test_the_driver_runs_to_its_summary_without_polars(cluster, tmp_path):
     summary run without it (an import of polars in the cost summary once cost a GPU call)."""
     spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"])
     out = tmp_path / "sweep"
-    code = ("import sys; sys.modules['polars'] = None; from sweeps.__main__ import main; "
-            f"sys.argv = ['sweeps', {str(spec_path)!r}, '--out', {str(out)!r}, '--address', {cluster.address!r}]; "
-            "sys.exit(main())")
+    code = ("import sys; sys.modules['polars'] = None; from deltamup.cli import main; "
+            f"sys.exit(main(['sweep', {str(spec_path)!r}, '--out', {str(out)!r}, '--address', {cluster.address!r}]))")
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)

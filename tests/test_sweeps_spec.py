@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from models import ModelConfig
-from scaling.cli import main
-from sweeps import packing, spec as specs
-from sweeps import store
-from sweeps.runner import prepare_dir, run_sweep
+from deltamup.cli import main
+from deltamup.models import ModelConfig
+from deltamup.sweeps import packing, store
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.runner import prepare_dir, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 VALID = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 64],
@@ -59,7 +59,7 @@ def test_malformed_spec_fails_with_one_line_naming_the_field(tmp_path, capsys, c
 
 def test_bad_spec_exits_2_before_ray_starts(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-m", "scaling", "sweep", str(write(tmp_path, {**VALID, "lrs": [-1]})),
+    run = subprocess.run([sys.executable, "-m", "deltamup", "sweep", str(write(tmp_path, {**VALID, "lrs": [-1]})),
                           "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from scaling.cli import main
+from deltamup.cli import main
 
 
 def test_list_and_show(capsys):

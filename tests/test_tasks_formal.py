@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scaling.data import get_task
-from scaling.tasks.metrics import scaled_accuracy
+from deltamup.scaling.data import get_task
+from deltamup.scaling.tasks.metrics import scaled_accuracy
 
 
 def decode(task, row):

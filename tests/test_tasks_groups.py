@@ -7,8 +7,8 @@ from functools import reduce
 import pytest
 import torch
 
-from scaling.data import get_task
-from scaling.tasks.groups import alternating, compose, cyclic, group, symmetric
+from deltamup.scaling.data import get_task
+from deltamup.scaling.tasks.groups import alternating, compose, cyclic, group, symmetric
 
 
 def sign(p: tuple[int, ...]) -> int:

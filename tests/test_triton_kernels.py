@@ -16,9 +16,9 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton", reason="triton is not installed")
 
-import kernels  # noqa: E402
-from kernels.reference import recurrent_gated_delta_rule  # noqa: E402
-from kernels.triton import chunk_gated_delta_rule_triton  # noqa: E402
+from deltamup import kernels  # noqa: E402
+from deltamup.kernels.reference import recurrent_gated_delta_rule  # noqa: E402
+from deltamup.kernels.triton import chunk_gated_delta_rule_triton  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -120,7 +120,7 @@ def test_delta_product_triton_does_not_interleave(monkeypatch):
 def test_every_state_config_is_correct(monkeypatch, config):
     """The sequential passes with a V block other than the heuristic's (launch may pick any state_configs candidate
     on a GPU): BV = 16 and 64 against the reference, V = 90 (ragged in both), K = 70 (two state blocks)."""
-    from kernels.triton import chunk_bwd, chunk_fwd, tuning
+    from deltamup.kernels.triton import chunk_bwd, chunk_fwd, tuning
 
     for module in (chunk_fwd, chunk_bwd):
         monkeypatch.setattr(module, "state_configs", lambda K, BK, V, BH: ([config], []))
@@ -136,7 +136,7 @@ def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):
     fits, and the choice is kept for the next launch (a kernel whose pipelined configs never fit, as at K = 384)."""
     from triton.runtime.errors import OutOfResources
 
-    from kernels.triton import tuning
+    from deltamup.kernels.triton import tuning
 
     monkeypatch.setattr(tuning, "_chosen", {})
     calls: list[tuple[int, int]] = []
@@ -178,7 +178,7 @@ def test_half_precision_path(K, V):
 def test_narrow_heads_run_the_one_validated_form():
     """A tile under 64 wide (K or V ≤ 32) takes fp32 operands and the first config only: on the H200 half operands
     there crashed (K = 32) or gave rel. errors ≈ 1 (K = 64, V = 32; K = 128, V = 32), and 4 warps crashed (K = 16)."""
-    from kernels.triton import tuning
+    from deltamup.kernels.triton import tuning
     assert [tuning.precision(torch.bfloat16, K, V) for K, V in [(16, 32), (32, 64), (64, 32), (128, 32), (64, 128)]] \
         == ["tf32", "tf32", "tf32", "tf32", "half"]
     assert tuning.precision(torch.float32, 64, 32) == "ieee"
@@ -189,7 +189,7 @@ def test_narrow_heads_run_the_one_validated_form():
 def test_prepare_solve_is_exact_inverse():
     """The prepare kernel's stored T against (I + A)^{-1} in fp64, chunk by chunk: β = 2 on runs of identical keys
     (A is as far from small as it gets), random gates, a ragged last chunk (100 = 64 + 2·16 + 4 rows)."""
-    from kernels.triton.chunk_fwd import chunk_fwd
+    from deltamup.kernels.triton.chunk_fwd import chunk_fwd
     B, T, H, K, C = 1, 100, 2, 8, 64
     x = make_inputs(B, T, H, K, K, "random", seed=5)
     k, beta = x["k"].clone(), x["beta"].clone()
@@ -215,8 +215,8 @@ def test_prepare_solve_is_exact_inverse():
 def test_custom_ops_pass_opcheck():
     """The kernels are torch custom ops: schema, fake (meta) shapes and autograd registration agree with what the
     kernels return, with and without gate, initial and final state, and for DeltaProduct's micro-rows."""
-    from kernels.triton.function import chunk_gated_delta_fwd
-    from kernels.triton.l2norm import l2norm_fwd
+    from deltamup.kernels.triton.function import chunk_gated_delta_fwd
+    from deltamup.kernels.triton.l2norm import l2norm_fwd
     x = {n: (t.float() if t is not None else None) for n, t in make_inputs(1, 70, 2, 16, 32, "random").items()}
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], x["g"], x["beta"], 0.25, x["h0"], True, 1))
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], None, x["beta"], 0.25, None, False, 1))
@@ -271,8 +271,9 @@ def test_backward_fills_no_zero_gradients():
 def test_model_compiles_without_graph_breaks():
     """A whole model on the Triton kernels is one torch.compile graph: no break per layer (on the H200 the breaks
     left the GPU idle 19% of a training step)."""
-    from models import ModelConfig, build_model
-    from scaling.train import lm_loss
+    from deltamup.models import ModelConfig
+    from deltamup.parametrizations import build_model
+    from deltamup.scaling.train import lm_loss
     model = build_model(ModelConfig(kind="gdn", width=64, depth=2, heads=2, kernel_backend="triton"), "gdn-mup",
                         "adamw", seed=0).to(DEVICE)
     tokens = torch.randint(0, 256, (2, 70), generator=torch.Generator().manual_seed(0)).to(DEVICE)

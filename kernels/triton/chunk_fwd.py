@@ -21,10 +21,22 @@ import triton.language as tl
 from torch import Tensor
 
 from .solve import solve_tril_64
-from .tuning import (OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles,
-                     precision, state_blocks, state_configs)
-from .utils import (CHUNK, add_trans_states, decay, dot_rows, dot_rows_states, load_gates, load_state, load_states, mm,
-                    row_map, store_states, tile, tok_base)
+from .tuning import OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks, state_configs
+from .utils import (
+    CHUNK,
+    add_trans_states,
+    decay,
+    dot_rows,
+    dot_rows_states,
+    load_gates,
+    load_state,
+    load_states,
+    mm,
+    row_map,
+    store_states,
+    tile,
+    tok_base,
+)
 
 
 @triton.jit

@@ -3,8 +3,6 @@ reference's signature. Custom ops are opaque to torch.compile: a compiled model 
 (no graph break per layer) and calls the kernels as they are."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -18,8 +16,8 @@ SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediat
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
-def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Tensor, scale: float,
-                          initial_state: Optional[Tensor], output_final_state: bool, nh: int
+def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
+                          initial_state: Tensor | None, output_final_state: bool, nh: int
                           ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k already
     L2-normalised, initial_state fp32 (shapes: chunk_fwd). Returns o, the final state (an empty tensor unless
@@ -29,8 +27,8 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], 
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_bwd", mutates_args=())
-def chunk_gated_delta_bwd(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Tensor, scale: float,
-                          initial_state: Optional[Tensor], do: Tensor, dht: Optional[Tensor], G: Tensor, Tinv: Tensor,
+def chunk_gated_delta_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
+                          initial_state: Tensor | None, do: Tensor, dht: Tensor | None, G: Tensor, Tinv: Tensor,
                           Aqk: Tensor, w: Tensor, h_all: Tensor, v_new: Tensor, nh: int
                           ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dβ, dh0) from chunk_gated_delta_fwd's inputs and SAVED outputs; dg and dh0 are empty

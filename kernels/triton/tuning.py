@@ -4,12 +4,12 @@ where the interpreter runs them)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import triton
 from triton.runtime.errors import OutOfResources
-
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
 # earlier fixed choice first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch
@@ -127,7 +127,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
             if not tune:
                 _chosen[key] = cfg
                 return
-            times.append((_cuda_ms(lambda: run(cfg)), cfg))
+            times.append((_cuda_ms(lambda cfg=cfg: run(cfg)), cfg))
     if not times:
         for cfg in fallbacks:
             if fits(cfg):

@@ -14,14 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterator
 
-from . import Batch, register_task
 from .inputs import default_corpus, expand, user_inputs
 from .prepare import MANIFEST, TOKENS, prepare, read_manifest
 from .sources import DEFAULT_SOURCES, source_version
+from .task import Batch, register_task
 from .tokens import Split, holdout, open_tokens
 
 VAL_SEED_OFFSET = 1_000_003

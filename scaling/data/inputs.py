@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .pysource import prose_paragraphs
 from .sources import DEFAULT_SOURCES, Source, find_source

@@ -1,11 +1,14 @@
 """The embedded text sample: byte-level batches for coordinate checks and the CPU quick-start."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from torch import Tensor
+
+from .task import Batch, register_task
 
 SAMPLE = Path(__file__).parent / "assets" / "sample.txt"
 
@@ -32,3 +35,20 @@ def sample_batches(batch_size: int, seq_len: int, seed: int = 0,
         starts = torch.randint(0, len(data) - seq_len - 1, (batch_size,), generator=gen)
         window = data[starts[:, None] + offsets].long()
         yield window[:, :-1], window[:, 1:]
+
+
+@register_task("sample")
+@dataclass
+class SampleText:
+    """The embedded text sample (scaling/data/assets/sample.txt, 343 kB) as bytes; the last 5% is validation."""
+
+    name: str = "sample"
+    vocab_size: int = 256
+    val_fraction: float = 0.05
+
+    def train_batches(self, batch_size: int, seq_len: int, seed: int) -> Iterator[Batch]:
+        return sample_batches(batch_size, seq_len, seed, split=("train", self.val_fraction))
+
+    def val_batches(self, batch_size: int, seq_len: int, count: int, seed: int) -> list[Batch]:
+        it = sample_batches(batch_size, seq_len, seed + 1_000_003, split=("val", self.val_fraction))
+        return [next(it) for _ in range(count)]

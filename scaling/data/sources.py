@@ -6,11 +6,11 @@ prose (docstrings and comments, scaling.data.pysource) of those files, in that o
 """
 from __future__ import annotations
 
+import platform
 import sysconfig
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-import platform
 
 # The standard library, then deltamup's dependencies and theirs (each is required, directly or transitively, by
 # pyproject.toml's dependencies: tests/test_data_corpus.py checks it), largest first.

@@ -3,8 +3,9 @@
 trained here or read from a local file."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class BPETokenizer:
         self.vocab_size = tokenizer.get_vocab_size()
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, show_progress: bool = False) -> "BPETokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int, show_progress: bool = False) -> BPETokenizer:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
         if not 257 <= vocab_size <= 2**32:
@@ -54,7 +55,7 @@ class BPETokenizer:
         return cls(tok)
 
     @classmethod
-    def load(cls, path: str | Path) -> "BPETokenizer":
+    def load(cls, path: str | Path) -> BPETokenizer:
         from tokenizers import Tokenizer
 
         return cls(Tokenizer.from_file(str(path)))

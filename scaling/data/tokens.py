@@ -11,9 +11,9 @@ would be one package). The split depends only on n and val_fraction.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch

@@ -6,13 +6,13 @@ shared by inputs and targets). Train lengths 3–40, test 40–256; "scaled accu
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
-from scaling.data import Batch, register_task
+from deltamup.scaling.data.task import Batch, register_task
 
 from . import metrics
 

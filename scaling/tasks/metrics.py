@@ -5,14 +5,14 @@ the recurrent state: erank(S) = exp(−Σ_k p_k log p_k), p_k = σ_k / Σ σ (Ro
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models import taps
-from scaling.data import Batch
+from deltamup.models import taps
+from deltamup.scaling.data.task import Batch
 
 
 @torch.no_grad()
@@ -22,7 +22,8 @@ def logits_of(model: nn.Module, inputs: Tensor, device: torch.device | str) -> T
 
 
 @torch.no_grad()
-def correct_by_position(model: nn.Module, batches: Iterable[Batch], device: torch.device | str) -> tuple[Tensor, Tensor]:
+def correct_by_position(model: nn.Module, batches: Iterable[Batch],
+                        device: torch.device | str) -> tuple[Tensor, Tensor]:
     """(hits [N, T] bool, supervised [N, T] bool) over all batches: argmax == target where target != -100."""
     hits, mask = [], []
     for inputs, targets in batches:

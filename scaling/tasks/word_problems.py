@@ -3,13 +3,13 @@ position the running product of the prefix. Tokens are element indices 0 … |G|
 so vocab_size = |G|."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 from torch import nn
 
-from scaling.data import Batch, register_task
+from deltamup.scaling.data.task import Batch, register_task
 
 from . import metrics
 from .groups import PermutationGroup, group

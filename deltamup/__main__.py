@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from deltamup.cli import main
 
 sys.exit(main())

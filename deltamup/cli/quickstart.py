@@ -6,11 +6,11 @@ export of the tuned hyperparameters for a model 8× wider than the widest swept.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from .common import writable_dir
+from deltamup.console import writable_dir
+from deltamup.sweeps.spec import SPECS_DIR
 
-SPEC = Path(__file__).resolve().parents[2] / "sweeps" / "specs" / "quickstart.yaml"
+SPEC = SPECS_DIR / "quickstart.yaml"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,7 @@ def step(title: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scaling.cli import main
-
+    main = args.dispatch
     out = writable_dir(args.out)
     if not SPEC.is_file():
         raise ValueError(f"the quick-start spec is missing: {SPEC}")

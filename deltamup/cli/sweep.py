@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import spec as specs
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.runner import run_sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out or Path("runs/sweeps") / spec.name)
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
-    from .runner import run_sweep
-
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
               progress_every=args.progress_every)
     return 0

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-import parametrizations
-
-from .common import add_parametrization_args, print_table
+from deltamup import parametrizations
+from deltamup.cli.common import add_parametrization_args
+from deltamup.console import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,14 +16,18 @@ import dataclasses
 import json
 import math
 
-
-from models import build_model
-from scaling.commands.common import add_model_args, add_parametrization_args, check_parametrization_args, \
-    int_list, model_config, print_table
-from scaling.data import TASKS, get_task
-from scaling.train import TrainConfig, train
-
-from . import metrics
+from deltamup.cli.common import (
+    add_model_args,
+    add_parametrization_args,
+    check_parametrization_args,
+    int_list,
+    model_config,
+)
+from deltamup.console import print_table
+from deltamup.parametrizations import build_model
+from deltamup.scaling.data import TASKS, get_task
+from deltamup.scaling.tasks import metrics
+from deltamup.scaling.train import TrainConfig, train
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import parametrizations
-from parametrizations.export import FORMATS, write_export
-from scaling.commands.common import print_table, writable_dir
+from deltamup import parametrizations
+from deltamup.console import print_table, writable_dir
+from deltamup.parametrizations.export import FORMATS, write_export
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,8 +50,8 @@ def _fmt(value) -> str:
 def run_report(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from reports.report import build_report
-    from scaling.analysis import load_sweep
+    from deltamup.reports.analysis import load_sweep
+    from deltamup.reports.report import build_report
 
     load_sweep(args.sweep_dir)  # bad input: one line before any work
     out = writable_dir(args.out) if args.out else None
@@ -78,7 +78,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_overview(args: argparse.Namespace) -> int:
-    from reports.overview import load, overview_markdown
+    from deltamup.reports.overview import load, overview_markdown
 
     for d in args.report_dirs:
         load(d)  # bad input: one line before any work
@@ -90,8 +90,8 @@ def run_overview(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from scaling.analysis import analyze, load_sweep
-    from reports.tuned import export_from_sweep
+    from deltamup.reports.analysis import analyze, load_sweep
+    from deltamup.reports.tuned import export_from_sweep
 
     fmt = args.format or ("json" if args.out.endswith(".json") else "yaml")
     parametrizations.get(args.parametrization)

@@ -12,12 +12,11 @@ import argparse
 import json
 from pathlib import Path
 
-from scaling.commands.common import print_table
-
-from .inputs import default_corpus, user_inputs
-from .prepare import prepare, read_manifest
-from .sources import DEFAULT_SOURCES, find_source
-from .tokens import holdout
+from deltamup.console import print_table
+from deltamup.scaling.data.inputs import default_corpus, user_inputs
+from deltamup.scaling.data.prepare import prepare, read_manifest
+from deltamup.scaling.data.sources import DEFAULT_SOURCES, find_source
+from deltamup.scaling.data.tokens import holdout
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

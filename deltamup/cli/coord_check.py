@@ -5,10 +5,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from scaling import coord_check
-
-from .common import (add_model_args, add_parametrization_args, check_parametrization_args, int_list, model_config,
-                     writable_dir)
+from deltamup.cli.common import (
+    add_model_args,
+    add_parametrization_args,
+    check_parametrization_args,
+    int_list,
+    model_config,
+)
+from deltamup.console import writable_dir
+from deltamup.scaling import coord_check
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                                    optimizer=args.optimizer, widths=args.widths, steps=args.steps, lr=args.lr,
                                    batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
                                    device=args.device, bf16=not args.fp32)
-    check.torch_device  # validates --device before any work
+    _ = check.torch_device  # validates --device before any work
     out = writable_dir(args.out)
     if args.from_coords and not Path(args.from_coords).is_file():
         raise ValueError(f"--from-coords: no such file {args.from_coords}")
@@ -55,12 +60,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             coords = pl.read_parquet(args.from_coords)
         except Exception as e:  # polars raises several kinds for a file that is not parquet
-            raise ValueError(f"--from-coords: {args.from_coords} is not a coords.parquet ({type(e).__name__})") from None
+            problem = f"--from-coords: {args.from_coords} is not a coords.parquet ({type(e).__name__})"
+            raise ValueError(problem) from None
     else:
         coords = coord_check.run(check, progress)
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer)
     coord_check.write(check, coords, slopes, out,
-                      measured_on=f"measured elsewhere ({Path(args.from_coords).parent.name})" if args.from_coords else None)
+                      measured_on=(f"measured elsewhere ({Path(args.from_coords).parent.name})"
+                                   if args.from_coords else None))
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(slopes.pivot(on="step", index="probe", values="slope").sort("probe"))
     judged = slopes.filter(pl.col("ok").is_not_null())

@@ -45,15 +45,16 @@ transfer — one row per (parametrization, optimizer):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import polars as pl
 import yaml
 
-from sweeps import store
+from deltamup.sweeps import store
+from deltamup.sweeps.spec import parse
 
 KEYS = ["parametrization", "optimizer", "width"]
 GRID_KEYS = [*KEYS, "lr", "seed"]
@@ -103,8 +104,6 @@ def expand_grid(spec: dict) -> pl.DataFrame:
     """Every trial a sweep spec's grid asks for: (parametrization, optimizer, width, lr, seed). The expansion is the
     sweep engine's own (sweeps.spec.parse(...).grid()), so "missing" means exactly what the engine would still run;
     a malformed spec raises its SpecError (a ValueError naming the field)."""
-    from sweeps.spec import parse
-
     points = parse({"name": "sweep", **spec}, open_task=False).grid()
     return pl.DataFrame([dict(parametrization=p.parametrization, optimizer=p.optimizer, width=p.width, lr=p.lr,
                               seed=p.seed) for p in points],

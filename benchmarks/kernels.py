@@ -20,14 +20,14 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import triton
 import triton.testing
 
-import kernels
+from deltamup import kernels
 
 NAMES = ("o", "dq", "dk", "dv", "dg", "dbeta")
 
@@ -233,7 +233,7 @@ def warm(s: Shape, part: str) -> None:
 
 def run_child(i: int, with_fla: bool, profile: bool) -> dict:
     """The last JSON line a child process for SHAPES[i] printed (its log passes through)."""
-    cmd = ([sys.executable, "-m", "kernels.bench", "--child", str(i)] + ([] if with_fla else ["--no-fla"])
+    cmd = ([sys.executable, __file__, "--child", str(i)] + ([] if with_fla else ["--no-fla"])
            + (["--profile"] if profile else []))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     res: dict = {"errors": {}, "ours": f"crash: child exited {proc.returncode}"}
@@ -287,7 +287,7 @@ def main() -> None:
     fla_earlier = earlier_fla(args.fla_table) if args.fla_table else {}
     todo = args.only if args.only else list(range(len(SHAPES)))
     t0 = time.time()
-    warmers = [subprocess.Popen([sys.executable, "-m", "kernels.bench", "--child", str(i), "--warm", part])
+    warmers = [subprocess.Popen([sys.executable, __file__, "--child", str(i), "--warm", part])
                for i in todo for part in ("ours",) + (() if args.no_fla else ("fla",))]
     for w in warmers:
         w.wait()

@@ -1,0 +1,34 @@
+"""The `deltamup` command line (also `python -m deltamup`): the top layer, nothing imports it.
+
+Each subcommand lives in its own module with `register(subparsers)`; a module imports what is heavy (Ray, polars,
+matplotlib) inside the function that runs it, so `deltamup sweep` works where polars is absent. Bad input exits with
+one line and code 2 before any work starts.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from deltamup.cli import coord_check, data, describe, quickstart, report, sweep, tasks
+
+COMMANDS = (describe, coord_check, quickstart, sweep, report, data, tasks)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deltamup", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command line; returns the exit code (2: bad input, reported as one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.dispatch = main  # commands that chain other commands (quickstart) call back through this
+    try:
+        return int(args.run(args) or 0)
+    except ValueError as e:
+        print(f"deltamup {args.command}: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,71 @@
+"""How a sweep's trials are handed to Ray Tune: their resources (GPU packing), the Tune and run configs, and the
+errors Ray itself reports. Ray is imported inside each function: the caller sets Ray's environment first
+(runner.configure_ray_env), and Ray reads it at import."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import store
+from .packing import gpu_memory_bytes, parameter_count, trial_gpus
+from .spec import SweepSpec
+from .trial import base_record, run_trial
+
+
+def trial_cost(spec: SweepSpec) -> Any:
+    """Sort key: parameters × micro-steps, so the longest trials start first (tighter packing)."""
+    sizes = {w: parameter_count(spec.model_config(w)) for w in spec.widths}
+    return lambda config: sizes[config["point"]["width"]] * config["model"]["householder"]
+
+
+def trainable(spec: SweepSpec) -> Any:
+    """run_trial with per-trial resources: spec.resources.cpu CPUs and the GPU share packing chooses."""
+    import ray
+    from ray import tune
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+
+    cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
+    memory = gpu_memory_bytes(spec.resources)
+    gpus = {(w, o): trial_gpus(spec, w, o, cluster_gpus, memory) for w in spec.widths for o in spec.optimizers}
+
+    def resources(config: dict) -> PlacementGroupFactory:
+        point = config["trial"]["point"]
+        bundle = {"CPU": spec.resources.cpu, "GPU": gpus[(point["width"], point["optimizer"])]}
+        return PlacementGroupFactory([{k: v for k, v in bundle.items() if v}])
+
+    return tune.with_resources(run_trial, resources)
+
+
+def tune_config(spec: SweepSpec, **kwargs: Any) -> Any:
+    from ray import tune
+
+    def name(trial: Any) -> str:
+        return trial.config["trial"]["trial_id"]
+
+    return tune.TuneConfig(max_concurrent_trials=spec.max_concurrent, trial_name_creator=name,
+                           trial_dirname_creator=name, reuse_actors=True, **kwargs)
+
+
+def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progress_every: float) -> Any:
+    """widths: one entry per trial to run (the progress view's totals)."""
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    from .progress import Progress
+
+    earlier = Counter(r["width"] for r in store.read_records(out) if r["status"] in store.FINISHED)
+    return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0,
+                          failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
+                          callbacks=[Progress(widths, progress_every, earlier), JsonLoggerCallback()])
+
+
+def record_ray_errors(out: Path, results: Any) -> None:
+    """Trials Ray itself gave up on (worker crash, lost node, out of memory) get an error row."""
+    for result in results:
+        cfg = result.config["trial"] if result.config else None
+        if result.error is None or cfg is None or store.read_record(store.record_path(out, cfg["trial_id"])):
+            continue
+        text = str(result.error).strip().splitlines()
+        record = base_record(cfg) | {"status": "error", "diverged": False, "error": text[-1] if text else "error"}
+        store.write_trial(out, record, {c: [] for c in store.CURVE_COLUMNS})
