@@ -2,15 +2,16 @@
 same model built from fla 0.6.0's layers (GatedDeltaNetForCausalLM, with its fused RMSNorm, SwiGLU and
 cross-entropy), in one run, on the same random tokens.
 
-Default shape: the kernels issue's — width 1024, 8 layers, 6 heads (K 128, V 256), MLP ⌈8d/3⌉ = 2731, vocab 50304,
-tied embeddings, batch 16 × 1024. 2731 is not a multiple of 8, which keeps eager cuBLAS off its Hopper GEMMs (on
-2026-11-29 fla's eager step spent 53.5 of its 108 ms in a pre-Hopper cutlass GEMM; Inductor pads such matmuls);
+Default shape: width 1024, 8 layers, 6 heads (K 128, V 256), MLP ⌈8d/3⌉ = 2731, vocab 50304, tied embeddings,
+batch 16 × 1024. 2731 is not a multiple of 8, which keeps eager cuBLAS off its Hopper GEMMs (on an H200 fla's eager
+step spends about half its time in a pre-Hopper cutlass GEMM at 2731; Inductor pads such matmuls for ours);
 `--mlp-hidden 2816` (fla's own rounding of 8d/3) compares both models without that.
 Both train the same way: fp32 weights, bf16 autocast, fused AdamW (lr 1e-3, wd 0.1), gradient clipping at 1.0.
-fla's Hopper guard on its gated backward is bypassed (fla issue 640): its step times the work, not a verified
-gradient.
+fla 0.6.0 refuses its gated backward on Hopper with Triton 3.4 ≤ version < 3.7.1 (fla-org/flash-linear-attention
+issue 640, a precision bug fixed in Triton 3.7.1); the script bypasses that guard, so fla's step times the work, not
+a verified gradient.
 
-    python3 experiments/model_throughput.py --variants ours ours-compile fla --out throughput.json
+    python3 benchmarks/model_throughput.py --variants ours-compile fla --mlp-hidden 2816 --profile --out throughput.json
 
 Prints one row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
 parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens), peak memory,
@@ -23,16 +24,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from benchmarks.kernels import cuda_times
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.scaling.train import TrainConfig, loss_function, make_optimizer
+
+if not __package__:  # run as a file: benchmarks/ is not installed, the repository root that holds it goes on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.kernels import cuda_times  # noqa: E402
 
 StepFn = Callable[[Tensor, Tensor], Tensor]
 

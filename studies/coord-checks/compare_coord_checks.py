@@ -2,8 +2,8 @@
 prints, per pair, how far the fitted slopes lie apart (median, share within 0.1, the largest gaps) and where the
 in-band verdicts differ.
 
-    python3 experiments/compare_coord_checks.py results/coord-checks/h200-bf16-triton-256-1536 \
-        results/coord-checks/cpu-fp32-128-1024 results/coord-checks/h200-fp32-128-4096 > gpu-vs-cpu.md
+    cd studies/coord-checks && python3 compare_coord_checks.py h200-bf16-triton-256-1536 \
+        cpu-fp32-128-1024 h200-fp32-128-4096 > gpu-bf16-vs-fp32.md
 
 The first directory is compared with each of the others, for every check (sub-directory) they share.
 """

@@ -3,12 +3,12 @@
 Runs the 20-step CPU coordinate check (widths 128…1024, SGD lr 0.03) for GDN-µP and for copies of its table with one
 SGD rule changed, and prints the slopes of the probes concerned. A variant is a copy of the table, never an edit:
 
-    python3 experiments/sgd_rule_ablation.py [variant ...]      # default: all
+    python3 studies/coord-checks/sgd_rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import sys
 
 import polars as pl
 
@@ -56,4 +56,9 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(VARIANTS))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variants", nargs="*", metavar="VARIANT", help=f"default: all of {', '.join(VARIANTS)}")
+    names = parser.parse_args().variants or list(VARIANTS)
+    if unknown := [n for n in names if n not in VARIANTS]:
+        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    main(names)

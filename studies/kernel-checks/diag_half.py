@@ -1,10 +1,10 @@
-"""Which kernel config crashes with half-precision inputs on the GPU (tests/test_triton_kernels.py's
-test_half_precision_path[64] ended in an illegal memory access on an H200 with DELTAMUP_AUTOTUNE=0, 2026-11-29).
+"""Which kernel configs compute correctly with half-precision inputs on the GPU: the measurement behind the
+narrow-head rule (kernels/triton/tuning.py, is_narrow: K or V ≤ 32 takes fp32 operands and the first config only).
 
 Each variant runs in its own process (an illegal access poisons the CUDA context) with CUDA_LAUNCH_BLOCKING=1, so
 the traceback names the launch that failed; output, final state and every gradient are compared with the chunked
 PyTorch form in fp64. One JSON line per variant, then a table.
-    python3 experiments/diag_half.py [--only NAME ...]"""
+    python3 studies/kernel-checks/diag_half.py [--only NAME ...]"""
 from __future__ import annotations
 
 import argparse

@@ -3,7 +3,7 @@
 Trains the same model (same seed, same batches) twice — kernel_backend "triton" and "torch" — and prints both loss
 curves' summary: the largest gap of the 20-step moving average, and the final losses. bf16 autocast.
 
-    python3 experiments/triton_vs_torch.py --width 512 --depth 4 --steps 300
+    python3 studies/kernel-checks/triton_vs_torch.py --width 512 --depth 4 --steps 200
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def smooth(xs: list[float], n: int = 20) -> list[float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", default="gdn")
     p.add_argument("--householder", type=int, default=1)
     p.add_argument("--width", type=int, default=512)

@@ -4,13 +4,13 @@
 The DeltaProduct paper (§5.1, Fig. 3) finds that in one layer S3 needs n_h ≥ 2 *and* β ∈ [0, 2]. This script is the
 CPU-sized check of that claim with the project's model, parametrization (SP) and training loop:
 
-    PYTHONPATH=. python experiments/s3_householder.py | tee experiments/results/s3_householder.txt
+    python3 studies/s3/s3_householder.py | tee studies/s3/s3_householder.txt
 
 CPU-sized means: width 64, 4 heads, no decay gate (as in the paper's state-tracking runs), untied readout, words of
 length 32 (not 128) and 3000 steps × 32 words ≈ 1e5 sequences (the paper: ~2e8). Every variant first learns the
 positions the short convolution can see, then the parity of the permutation (the Z2 quotient; loss ≈ 0.97 at
 length 32); only n_h = 2 with β ∈ [0, 2] can leave that plateau, and at this budget it does so in some seeds only
-(experiments/results/s3_householder_explore.txt has the runs that chose these settings).
+(studies/s3/s3_householder_explore.txt has the runs that chose these settings).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def main() -> None:
     unknown = [label for label in labels if label not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    print("# python experiments/s3_householder.py " + shlex.join(sys.argv[1:]))
+    print("# python3 studies/s3/s3_householder.py " + shlex.join(sys.argv[1:]))
     print(f"# S3 word problem, 1 layer, width {args.width}, {args.heads} heads, no gate, "
           f"{'tied' if args.tied else 'untied'} embeddings, SP, AdamW lr {args.lr}, "
           f"{args.steps} steps × {args.batch_size} words of length {args.seq_len} (cosine, 5% warm-up); "

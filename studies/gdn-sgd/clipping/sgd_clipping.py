@@ -1,4 +1,4 @@
-"""How much does gradient clipping shrink SGD's steps, per width and parametrization? (study 2, reports/study)
+"""How much does gradient clipping shrink SGD's steps, per width and parametrization? (study gdn-sgd)
 
 Trains the first steps of a study's trials on the CPU, with the study's own model, schedule, momentum and clip
 threshold, and records the global gradient norm before clipping. While the norm is above the threshold (1.0 in the
@@ -6,8 +6,8 @@ paper's recipe), SGD's step is lr · g / ‖g‖: a width-dependent norm then mo
 width, whatever the parametrization's LR table says. The batch is smaller than the study's (noise adds to the norm
 at small batches), so the numbers indicate the study's norms rather than copy them.
 
-    python3 experiments/sgd_clipping.py --task-path /tmp/deltamup/corpus --widths 256 768 1024 --steps 60 \\
-        --out results/sgd-clipping/norms.csv
+    python3 studies/gdn-sgd/clipping/sgd_clipping.py --task-path /tmp/deltamup/corpus \\
+        --widths 256 512 768 1024 --steps 48 --out studies/gdn-sgd/clipping/norms.csv
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from deltamup.scaling.train import lm_loss, make_optimizer, optimizer_step
 from deltamup.sweeps import spec as sweep_spec
 from deltamup.sweeps.spec import TrialPoint
 
+SPEC = Path(__file__).resolve().parents[1] / "spec.yaml"  # the study's spec, next to this folder
 COLUMNS = ["parametrization", "width", "lr", "step", "loss", "grad_norm", "clip_scale"]
 
 
@@ -43,8 +44,8 @@ def grad_norms(spec: sweep_spec.SweepSpec, point: TrialPoint, steps: int, batch_
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--spec", default="reports/study/gdn-sgd.yaml")
-    p.add_argument("--task-path", required=True, help="the prepared corpus (python3 -m scaling data prepare)")
+    p.add_argument("--spec", type=Path, default=SPEC)
+    p.add_argument("--task-path", required=True, help="the prepared corpus (deltamup data prepare)")
     p.add_argument("--widths", type=int, nargs="+", default=[256, 768, 1024])
     p.add_argument("--parametrizations", nargs="+", default=["sp", "mup", "gdn-mup"])
     p.add_argument("--lr", type=float, default=2**-5, help="base LR (study 2's optima are 2^-6 … 2^-4)")
