@@ -2,7 +2,10 @@
 spread of the optimal LR in octaves per parametrization and study, whether wider is better at the transferred LR,
 and what each study cost. This is the issue's "spread in octaves for each parametrization side by side".
 
-    deltamup overview reports/study/gdn-adamw reports/study/gdn-sgd --out reports/study/overview.md
+    deltamup overview studies/gdn-adamw/report studies/gdn-sgd/report studies/gdp2-adamw/report
+
+A study is named after its report folder, or after the folder above it when the report folder is called `report`
+(`deltamup report`'s default, SWEEP_DIR/report, and the studies/<name>/report layout).
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:
     if missing:
         raise ValueError(f"{folder} is not a report folder of this version: no {', '.join(missing)} "
                          "(run deltamup report again)")
-    return folder.name, pl.read_csv(folder / "transfer.csv"), pl.read_csv(folder / "cost_total.csv")
+    where = folder.resolve()
+    name = where.parent.name if where.name == "report" else where.name
+    return name, pl.read_csv(folder / "transfer.csv"), pl.read_csv(folder / "cost_total.csv")
 
 
 def _cell(row: dict | None) -> str:

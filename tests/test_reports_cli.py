@@ -102,6 +102,15 @@ def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys)
     assert rows["study-a"].startswith("| study-a | 0 | 0 |")  # trials.parquet only: no engine records, no runs
 
 
+def test_overview_names_a_report_folder_after_its_study(sweep: Path, tmp_path: Path, capsys) -> None:
+    """A folder called `report` (deltamup report's default, studies/<name>/report) is named after the one above."""
+    assert main(["report", str(sweep), "--out", str(tmp_path / "gdn-adamw" / "report")]) == 0
+    capsys.readouterr()
+    assert main(["overview", str(tmp_path / "gdn-adamw" / "report")]) == 0
+    text = capsys.readouterr().out
+    assert "| parametrization | gdn-adamw: spread (octaves) |" in text and "\n| gdn-adamw | 0 | 0 |" in text
+
+
 def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
     assert main(["overview", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -138,8 +138,9 @@ def test_a_spec_as_run_elsewhere_parses_without_its_data(tmp_path):
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
                          + sorted((ROOT / "studies").glob("*/*.yaml")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_spec_is_valid(path):
-    """The shipped specs and the studies' specs (studies/<name>/spec.yaml, paper-budget.yaml) parse (on the embedded sample, so no corpus is built here; a bad
-    field raises SpecError) and every width of their grid gives a valid model config (ModelConfig raises)."""
+    """The shipped specs and the studies' specs (studies/<name>/spec.yaml, paper-budget.yaml) parse (on the
+    embedded sample, so no corpus is built here; a bad field raises SpecError) and every width of their grid gives a
+    valid model config (ModelConfig raises)."""
     spec = specs.load(path, ["task=sample"])
     for width in spec.widths:
         spec.model_config(width)
