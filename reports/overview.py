@@ -1,6 +1,6 @@
 """Several studies side by side, from their report folders' committed tables (transfer.csv, cost_total.csv): the
 spread of the optimal LR in octaves per parametrization and study, whether wider is better at the transferred LR,
-and what each study cost. This is the issue's "spread in octaves for each parametrization side by side".
+and what each study cost.
 
     deltamup overview studies/gdn-adamw/report studies/gdn-sgd/report studies/gdp2-adamw/report
 

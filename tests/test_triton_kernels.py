@@ -61,7 +61,7 @@ def assert_close(got: dict, want: dict, tol: float) -> None:
     (2, 130, 2, 16, 32, "none", False, False),
     (1, 40, 2, 70, 90, "zero", True, False),
     (1, 65, 2, 16, 32, "random", False, True),
-    (1, 70, 1, 96, 192, "random", True, True),   # width 768's heads (study 2): K not a power of two, V = 2K
+    (1, 70, 1, 96, 192, "random", True, True),   # width 768's heads (studies/gdn-sgd): K not a power of two, V = 2K
     (1, 70, 1, 200, 24, "random", True, True),   # four 64-row state blocks, the last ragged
     (1, 40, 1, 300, 20, "random", True, True),   # three 128-row state blocks (K > 256)
     (1, 40, 1, 512, 16, "random", True, True),   # four 128-row state blocks: the largest K the issue asks for

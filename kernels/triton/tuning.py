@@ -12,22 +12,23 @@ import triton
 from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
-# earlier fixed choice first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch
-# times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
-# warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
-# won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. Narrow heads
-# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16 (session 4)
-# and, with half operands, gave wrong outputs and gradients at V = 32 (session 5, experiments/diag_half.py).
+# validated default first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch times
+# on a GPU. Each one is a compilation per shape. Every candidate here has been checked against fp64 on an H200
+# (benchmarks/kernels-2026-11-29.md): 4 warps instead of 8 make the parallel passes 1.3–1.6× faster at K ≥ 64.
+# Rule: narrow heads (is_narrow, a tile under 64 wide) run only the first. Why: on Hopper with Triton 3.6, 4 warps
+# end in an illegal memory access at K = 16, and half-precision operands give wrong outputs and gradients at V = 32
+# (studies/kernel-checks/diag_half.py); the closest upstream report is triton-lang/triton issue 11366 (Hopper wgmma,
+# 32-wide dot tiles, 4 warps). Guarded by tests/test_triton_kernels.py::test_narrow_heads_run_the_one_validated_form.
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
 NARROW_K = 32
 
 
-# The narrowest K/V tile of the parallel passes. With 16-wide tiles (K = 16) an H200 (Triton 3.6) computed dk wrong
-# (rel. error 0.24; the CPU interpreter is right): most likely the Hopper miscompile of dots on transposed
-# accumulators that fla hit (fla issues 640, 984). With 32-wide tiles (K = 16 masked) tests/test_triton_kernels.py
-# passes in full on the H200 (results/gpu-tests-h200-2026-11-29/pytest.log).
+# The narrowest K/V tile of the parallel passes: K = 16 runs in 32-wide tiles, masked. With 16-wide tiles Triton 3.6
+# on Hopper computes dk wrong (rel. error 0.24; the CPU interpreter is right), most likely the Hopper miscompile of
+# dots fla-org/flash-linear-attention reports in issues 640 (fixed in Triton 3.7.1) and 984. Guarded on a GPU by
+# tests/test_triton_kernels.py::test_rule_matches_reference (K = 16 cases; studies/kernel-checks/).
 MIN_PARALLEL_TILE = 32
 
 
@@ -41,8 +42,8 @@ def state_blocks(K: int) -> tuple[int, int]:
 def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
     heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
-    for heads that are not narrow, BV 16 and 64 where the first is not already (launch times them on a GPU; 64 wins
-    at V ≥ 256, session 4; 8 warps never won and is not tried). Fallbacks: one stage."""
+    for heads that are not narrow, BV 16 and 64 where the first is not already (launch times them on a GPU; on an
+    H200 64 wins at V ≥ 256; 8 warps never won and is not tried). Fallbacks: one stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
@@ -53,7 +54,7 @@ def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]
 
 
 def is_narrow(K: int, V: int) -> bool:
-    """Whether a parallel tile is under 64 wide (K or V ≤ NARROW_K): the shapes where Triton 3.6 on the H200 broke
+    """Whether a parallel tile is under 64 wide (K or V ≤ NARROW_K): the shapes where Triton 3.6 on Hopper breaks
     half-precision dots and 4-warp configs, which therefore run one validated form (precision, candidates)."""
     return min(K, V) <= NARROW_K
 
@@ -76,10 +77,11 @@ def pow2(n: int, lo: int = 16) -> int:
 def precision(dtype: torch.dtype, K: int, V: int) -> str:
     """How the per-chunk and output passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for
     half-precision inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for narrow heads.
-    On the H200 (Triton 3.6) half operands on 32-wide tiles crashed (illegal memory access at K = 32, session 4) or
-    computed wrong values (rel. error ≈ 1 in o at K = 64, V = 32, and in dk, dv, dg, dβ at K = 128, V = 32; session
-    5, experiments/diag_half.py); fp32 operands ran correctly there. The state passes multiply in the inputs' dtype
-    either way."""
+    On Hopper with Triton 3.6 half operands on 32-wide tiles crash (illegal memory access at K = 32) or compute wrong
+    values (rel. error ≈ 1 in o at K = 64, V = 32, and in dk, dv, dg, dβ at K = 128, V = 32;
+    studies/kernel-checks/); fp32 operands are correct there. The state passes multiply in the inputs' dtype either
+    way. Guarded by tests/test_triton_kernels.py (test_narrow_heads_run_the_one_validated_form,
+    test_half_precision_path)."""
     if dtype == torch.float32:
         return "ieee"
     return "tf32" if is_narrow(K, V) else "half"

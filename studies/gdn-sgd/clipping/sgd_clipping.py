@@ -48,7 +48,7 @@ def main() -> None:
     p.add_argument("--task-path", required=True, help="the prepared corpus (deltamup data prepare)")
     p.add_argument("--widths", type=int, nargs="+", default=[256, 768, 1024])
     p.add_argument("--parametrizations", nargs="+", default=["sp", "mup", "gdn-mup"])
-    p.add_argument("--lr", type=float, default=2**-5, help="base LR (study 2's optima are 2^-6 … 2^-4)")
+    p.add_argument("--lr", type=float, default=2**-5, help="base LR (the study's optima are 2^-6 … 2^-4)")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=512)
