@@ -1,21 +1,32 @@
-"""Find the optimal learning rate of a sweep per (parametrization, optimizer, width) and measure how well it transfers.
+"""Find the optimal learning rate of a sweep per (parametrization, optimizer, width), with a 90% interval, and judge
+whether it transfers across widths.
 
 A sweep directory holds spec.yaml, trials.parquet (one row per trial), curves.parquet (losses over steps) and,
 while the sweep engine writes it, results/ (one row per finished trial: read first, see sweeps/store.py).
 
-Loss of a trial: `val_loss` when every finished, non-diverged trial of the sweep has one, else `smoothed_loss`;
-diverged trials (diverged flag, status "diverged" or a non-finite loss) count as +inf; trials that failed for
-another reason (status "error", …) are left out and counted.
+Metric: the loss a table's optimum is found on, named in its `metric` column. The headline metric is `val_loss`
+when every finished, non-diverged trial of the sweep has one, else `smoothed_loss` (the EWM of the train loss at
+the end); every other complete one (`val_loss`, `smoothed_loss`, `final_train_loss`, and the horizons
+`val_loss_h25`, `val_loss_h50`, …: validation loss at that percentage of the steps) gets its own verdict
+(verdicts.csv). Diverged trials (diverged flag, status "diverged" or a non-finite loss) count as +inf (at a horizon
+only a non-finite value does: a trial may diverge after it); trials that failed for another reason (status
+"error", …) are left out and counted.
 
 lr_curves — one row per (parametrization, optimizer, width, lr):
     loss (seed-mean; +inf when any seed diverged), loss_se (standard error across seeds; null with one seed),
-    n_seeds (trials that finished), n_diverged, n_failed.
+    loss_min, loss_max (the seeds' range; null when a seed diverged), n_seeds (trials that finished), n_diverged,
+    n_failed.
 
 optima — one row per (parametrization, optimizer, width):
-    metric            the loss column used ("val_loss" or "smoothed_loss")
-    best_lr           refined optimum: vertex of the parabola in log2(LR) through the grid argmin and its two
-                      neighbours (= best_lr_grid where no parabola fits); null when every LR diverged
-    best_lr_grid      the measured LR with the lowest seed-mean loss (grid LRs and any an Optuna phase added)
+    metric            the loss column the optimum is found on
+    best_lr           the fitted optimum: vertex of the parabola in log2(LR) through the grid argmin and its two
+                      neighbours, on the seed-mean `metric` (= best_lr_grid where no parabola fits); null when every
+                      LR diverged
+    best_lr_lo, best_lr_hi   its 90% interval (reports/intervals.py: a bootstrap over seeds, or over the fit)
+    interval_method   "seeds" (≥ 3 seeds at best_lr_grid: a bootstrap over seeds) or "fit" (fewer: a bootstrap over
+                      the fit, with an assumed noise level)
+    fit_noise, fit_noise_from   for "fit": the noise σ (nats, of one trial's loss) assumed, and where it came from
+    best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
     log2_best_lr      log2(best_lr)
     best_loss         loss at the refined optimum (parabola value; the grid minimum where not refined)
     best_loss_grid    the lowest seed-mean loss on the grid
@@ -32,21 +43,36 @@ optima — one row per (parametrization, optimizer, width):
     loss_lost         loss_at_base_lr − best_loss_grid (0 at the base width; +inf when base_lr_grid diverges here)
 
 transfer — one row per (parametrization, optimizer):
-    widths, n_bound   widths with an optimum, and how many of those optima are bounds
+    metric, verdict   transfers | drifts | undetermined (reports/verdict.py), verdict_note: why, in a few words
+    slope, slope_lo, slope_hi   least-squares slope of log2(best_lr) against log2(width), octaves per octave of
+                      width (0 is perfect transfer; SP ≈ −1), and its 90% interval (bootstrap replicates)
     spread_octaves    max − min of log2(best_lr) across widths (0 is perfect transfer)
-    slope             least-squares slope of log2(best_lr) against log2(width) (0 is perfect transfer; SP ≈ −1)
+    spread_lo, spread_hi   the smallest and largest spread the widths' 90% intervals allow (0 when they overlap;
+                      max − min of a noisy optimum is biased up, so its own bootstrap would not cover it)
+    n_seeds           the fewest seeds any width's optimum rests on
+    interval_method   "seeds" when every width's interval is a seed bootstrap, else "fit"
+    widths, n_bound   widths with an optimum, and how many of those optima are bounds
     max_loss_lost     largest loss_lost over widths (the price of transferring the base width's LR)
     wider_better      best_loss_grid strictly decreases with width (null with fewer than two widths)
     wider_better_at_base_lr   loss_at_base_lr strictly decreases with width, over the widths where the base LR ran
                       (false where it diverged; null with fewer than two such widths): wider is better at the
                       transferred LR
     base_width, base_lr_grid
+    steps, tokens_per_trial, depth   the budget the verdict was measured at (from the spec)
+
+verdicts — transfer's rows for every complete metric (the headline one first).
+
+horizon — one row per (parametrization, optimizer, width, horizon) when trials record validation loss at several
+horizons: horizon (percent of the steps), metric, best_lr, best_lr_lo, best_lr_hi, bound, and the optimum's
+shift from the previous horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio) with `still_moving` ∈
+{moving, settled, unclear} read from the shift's interval like a verdict (±0.25 octave).
 """
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +82,15 @@ import yaml
 from deltamup.sweeps import store
 from deltamup.sweeps.spec import parse
 
+from . import intervals, verdict
+
 KEYS = ["parametrization", "optimizer", "width"]
+GROUP = ["parametrization", "optimizer"]
 GRID_KEYS = [*KEYS, "lr", "seed"]
 ROUND = 9  # transfer metrics are rounded to 1e-9 octaves: below that the difference is float noise
 LR_DIGITS = 9  # LRs are matched on round(log2(lr), LR_DIGITS): a spec's LRs and a trial's may differ by float noise
+METRICS = ("val_loss", "smoothed_loss", "final_train_loss")
+HORIZON = re.compile(r"^val_loss_h(\d+)$")  # validation loss at that percentage of the steps; val_loss is 100
 
 
 @dataclass(frozen=True)
@@ -124,14 +155,35 @@ def missing_trials(grid: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
     return grid.join(done, on=["parametrization", "optimizer", "width", "lr_key", "seed"], how="anti").drop("lr_key")
 
 
-def loss_metric(trials: pl.DataFrame) -> str:
-    """'val_loss' when every finished, non-diverged trial has a finite one, else 'smoothed_loss'."""
-    if "val_loss" not in trials.columns:
-        return "smoothed_loss"
+def _complete(trials: pl.DataFrame, metric: str) -> bool:
+    """Whether every finished, non-diverged trial has a finite `metric`."""
+    if metric not in trials.columns:
+        return False
     ok = _with_status(trials).filter(_finished() & ~_diverged(trials))
-    if ok.is_empty() or not ok["val_loss"].cast(pl.Float64).is_finite().fill_null(False).all():
-        return "smoothed_loss"
-    return "val_loss"
+    return not ok.is_empty() and bool(ok[metric].cast(pl.Float64).is_finite().fill_null(False).all())
+
+
+def loss_metric(trials: pl.DataFrame) -> str:
+    """The headline metric: 'val_loss' when every finished, non-diverged trial has a finite one, else
+    'smoothed_loss'."""
+    return "val_loss" if _complete(trials, "val_loss") else "smoothed_loss"
+
+
+def horizons(trials: pl.DataFrame) -> list[tuple[int, str]]:
+    """(percent of the steps, metric) for each complete horizon, in order (val_loss is 100%); empty unless there
+    are at least two."""
+    found = {int(m.group(1)): c for c in trials.columns if (m := HORIZON.match(c)) and _complete(trials, c)}
+    if _complete(trials, "val_loss"):
+        found[100] = "val_loss"
+    return sorted(found.items()) if len(found) >= 2 else []
+
+
+def metrics(trials: pl.DataFrame) -> list[str]:
+    """Every metric a verdict can be computed on: the headline one first, then the other complete METRICS, then the
+    horizons."""
+    names = [loss_metric(trials)]
+    names += [m for m in METRICS if m not in names and _complete(trials, m)]
+    return names + [m for _, m in horizons(trials) if m not in names]
 
 
 def _diverged(trials: pl.DataFrame) -> pl.Expr:
@@ -150,21 +202,27 @@ def _finished() -> pl.Expr:
 
 
 def trial_losses(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:
-    """trials with `loss` (+inf for diverged trials) and `failed` (left out of the optimum) columns added."""
+    """trials with `loss` (+inf for diverged trials) and `failed` (left out of the optimum) columns added. At a
+    horizon a diverged trial counts as +inf only where its value is not finite (it may diverge later)."""
     metric = metric or loss_metric(trials)
     trials = _with_status(trials)
     if metric not in trials.columns:
         raise ValueError(f"trials have no {metric!r} column")
     raw = pl.col(metric).cast(pl.Float64)
-    diverged = _diverged(trials) | ~raw.is_finite().fill_null(True)
+    flagged = _diverged(trials) & (~raw.is_finite().fill_null(True) if HORIZON.match(metric) else pl.lit(True))
+    diverged = flagged | ~raw.is_finite().fill_null(True)
     finished = _finished() | _diverged(trials)
     return trials.with_columns(pl.when(diverged).then(float("inf")).otherwise(raw).alias("loss"),
                                (~finished).alias("failed"))
 
 
 def lr_curves(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:
-    """Seed statistics per (parametrization, optimizer, width, lr): loss, loss_se, n_seeds, n_diverged, n_failed."""
-    t = trial_losses(trials, metric)
+    """Seed statistics per (parametrization, optimizer, width, lr): loss, loss_se, loss_min, loss_max, n_seeds,
+    n_diverged, n_failed."""
+    return _curves(trial_losses(trials, metric))
+
+
+def _curves(t: pl.DataFrame) -> pl.DataFrame:
     used = pl.col("loss").filter(~pl.col("failed"))
     finite = pl.col("loss").filter(~pl.col("failed") & pl.col("loss").is_finite())
     n = (~pl.col("failed")).sum()
@@ -172,6 +230,8 @@ def lr_curves(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:
         pl.when(n > 0).then(used.mean()).otherwise(None).alias("loss"),
         pl.when((n > 1) & (n == finite.count())).then(finite.std(ddof=1) / n.sqrt()).otherwise(None)
         .alias("loss_se"),
+        pl.when((n > 0) & (n == finite.count())).then(finite.min()).otherwise(None).alias("loss_min"),
+        pl.when((n > 0) & (n == finite.count())).then(finite.max()).otherwise(None).alias("loss_max"),
         n.cast(pl.Int64).alias("n_seeds"),
         (pl.col("loss").is_infinite() & ~pl.col("failed")).sum().cast(pl.Int64).alias("n_diverged"),
         pl.col("failed").sum().cast(pl.Int64).alias("n_failed"),
@@ -179,17 +239,7 @@ def lr_curves(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:
     return out.sort([*KEYS, "lr"])
 
 
-def parabola_vertex(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """Vertex (x*, y*) of the parabola through three points with x[0] < x[1] < x[2] and y[1] the lowest; None when
-    the points are collinear or the parabola opens downwards. x* is kept inside [x[0], x[2]]."""
-    if not np.all(np.isfinite(y)):
-        return None
-    s01, s12 = (y[1] - y[0]) / (x[1] - x[0]), (y[2] - y[1]) / (x[2] - x[1])
-    a = (s12 - s01) / (x[2] - x[0])  # y = y[1] + s01·(x − x[1]) + a·(x − x[0])(x − x[1])
-    if not a > 0:
-        return None
-    xv = float(np.clip((x[0] + x[1]) / 2 - s01 / (2 * a), x[0], x[2]))
-    return xv, float(y[1] + s01 * (xv - x[1]) + a * (xv - x[0]) * (xv - x[1]))
+EDGES = {-1: "low", 1: "high"}
 
 
 def _optimum(curve: pl.DataFrame) -> dict:
@@ -200,23 +250,18 @@ def _optimum(curve: pl.DataFrame) -> dict:
                n_diverged_lrs=int(np.sum(np.isinf(loss))))
     if len(lrs) == 0 or not np.any(np.isfinite(loss)):
         return row
-    i = int(np.argmin(loss))
-    x = np.log2(lrs)
+    v = intervals.vertices(np.log2(lrs), loss)
+    i, refined, edge = int(v.index[0]), bool(v.refined[0]), int(v.edge[0])
     row.update(best_lr_grid=float(lrs[i]), best_loss_grid=float(loss[i]), best_loss_se=curve["loss_se"][i],
-               n_seeds=int(curve["n_seeds"][i]), best_lr=float(lrs[i]), best_loss=float(loss[i]))
-    if i == 0 or i == len(lrs) - 1:
-        # A single LR is a bound on both sides; else the optimum lies at or beyond the end it sits on.
-        row.update(bound=True, edge="low" if i == 0 else "high")
-    else:
-        vertex = parabola_vertex(x[i - 1:i + 2], loss[i - 1:i + 2])
-        if vertex is not None:
-            row.update(best_lr=float(2.0 ** vertex[0]), best_loss=vertex[1], refined=True)
+               n_seeds=int(curve["n_seeds"][i]), best_lr=float(2.0 ** v.x[0]) if refined else float(lrs[i]),
+               best_loss=float(v.y[0]), refined=refined, bound=edge != 0, edge=EDGES.get(edge))
     row["log2_best_lr"] = math.log2(row["best_lr"])
     return row
 
 
 def optima(curves: pl.DataFrame, metric: str = "smoothed_loss") -> pl.DataFrame:
-    """One row per (parametrization, optimizer, width) from lr_curves' output; columns in the module docstring."""
+    """Point estimates, one row per (parametrization, optimizer, width) from lr_curves' output (the module
+    docstring's optima columns without the intervals: `estimate` adds those)."""
     rows = []
     for key, curve in curves.filter(pl.col("n_seeds") > 0).sort([*KEYS, "lr"]).group_by(KEYS, maintain_order=True):
         rows.append(dict(zip(KEYS, key), metric=metric, **_optimum(curve)))
@@ -232,36 +277,125 @@ def optima(curves: pl.DataFrame, metric: str = "smoothed_loss") -> pl.DataFrame:
 def _with_loss_lost(table: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
     """Adds base_width, base_lr_grid, loss_at_base_lr and loss_lost (see the module docstring)."""
     base = (table.filter(pl.col("best_lr_grid").is_not_null()).sort("width")
-            .group_by(["parametrization", "optimizer"], maintain_order=True)
+            .group_by(GROUP, maintain_order=True)
             .agg(pl.col("width").first().alias("base_width"), pl.col("best_lr_grid").first().alias("base_lr_grid")))
     at_base = curves.filter(pl.col("n_seeds") > 0).select(*KEYS, _lr_key(pl.col("lr")),
                                                           pl.col("loss").alias("loss_at_base_lr"))
-    return (table.join(base, on=["parametrization", "optimizer"], how="left")
+    return (table.join(base, on=GROUP, how="left")
             .with_columns(_lr_key(pl.col("base_lr_grid")))
             .join(at_base, on=[*KEYS, "lr_key"], how="left").drop("lr_key")
             .with_columns((pl.col("loss_at_base_lr") - pl.col("best_loss_grid")).alias("loss_lost"))
             .sort(KEYS))
 
 
-def transfer(optimum: pl.DataFrame) -> pl.DataFrame:
-    """Transfer metrics per (parametrization, optimizer) from optima(); columns in the module docstring."""
+Replicates = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (p, o) → (widths (W,), log2 optima (B, W))
+INTERVAL_SCHEMA = {"best_lr_lo": pl.Float64, "best_lr_hi": pl.Float64, "interval_method": pl.String,
+                   "fit_noise": pl.Float64, "fit_noise_from": pl.String}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One metric's lr curves, optima (with intervals) and transfer table, and the bootstrap replicates behind them."""
+
+    metric: str
+    curves: pl.DataFrame
+    optima: pl.DataFrame
+    transfer: pl.DataFrame
+    replicates: Replicates
+
+
+def _widths(group: pl.DataFrame, trials: pl.DataFrame, curves: pl.DataFrame) -> list[intervals.Width]:
+    """The measurements behind each optimum of one (parametrization, optimizer): rows of `group` (optima with a
+    best_lr, sorted by width); `trials`: that group's finished trials with `loss`."""
+    seeds = {s: i for i, s in enumerate(sorted(trials["seed"].unique().to_list()))}
+    out = []
+    for r in group.iter_rows(named=True):
+        curve = curves.filter((pl.col("width") == r["width"]) & (pl.col("n_seeds") > 0)).sort("lr")
+        lrs = {lr: j for j, lr in enumerate(curve["lr"].to_list())}
+        per_seed = np.full((len(seeds), len(lrs)), np.nan)
+        for s, lr, loss in trials.filter(pl.col("width") == r["width"]).select("seed", "lr", "loss").iter_rows():
+            per_seed[seeds[s], lrs[lr]] = loss
+        out.append(intervals.Width(np.log2(curve["lr"].to_numpy()), per_seed, curve["loss"].to_numpy().astype(float),
+                                   r["n_seeds"], "seeds" if r["n_seeds"] >= intervals.MIN_SEEDS else "fit"))
+    return out
+
+
+def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | None = None) -> Estimate:
+    """Curves, optima with 90% intervals, and the transfer table with verdicts, on one metric (default: the
+    headline one). `budget`: steps, tokens_per_trial, depth, copied into the transfer table."""
+    metric = metric or loss_metric(trials)
+    losses = trial_losses(trials, metric)
+    used = losses.filter(~pl.col("failed"))
+    curves = _curves(losses)
+    noise, source = intervals.fit_noise(used, curves, KEYS)
+    table = optima(curves, metric)
+    replicates: Replicates = {}
+    extra = []
+    found = table.filter(pl.col("best_lr").is_not_null()).sort(KEYS)
+    for (p, o), group in found.group_by(GROUP, maintain_order=True):
+        mine = (pl.col("parametrization") == p) & (pl.col("optimizer") == o)
+        widths = _widths(group, used.filter(mine), curves.filter(mine))
+        reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
+        replicates[(p, o)] = (group["width"].to_numpy(), reps)
+        lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy())
+        for w, width, lo, hi in zip(widths, group["width"], lows, highs):
+            fit = w.method == "fit"
+            extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
+                              interval_method=w.method, fit_noise=noise if fit else None,
+                              fit_noise_from=source if fit else None))
+    table = table.join(pl.DataFrame(extra, schema={"parametrization": pl.String, "optimizer": pl.String,
+                                                   "width": pl.Int64, **INTERVAL_SCHEMA}), on=KEYS, how="left")
+    at = table.columns.index("best_lr") + 1
+    order = [*table.columns[:at], *INTERVAL_SCHEMA, *(c for c in table.columns[at:] if c not in INTERVAL_SCHEMA)]
+    table = table.select(order)
+    return Estimate(metric, curves, table, transfer(table, replicates, budget or {}), replicates)
+
+
+TRANSFER_SCHEMA = {"parametrization": pl.String, "optimizer": pl.String, "metric": pl.String,
+                   "verdict": pl.String, "slope": pl.Float64, "slope_lo": pl.Float64, "slope_hi": pl.Float64,
+                   "spread_octaves": pl.Float64, "spread_lo": pl.Float64, "spread_hi": pl.Float64,
+                   "n_seeds": pl.Int64, "interval_method": pl.String, "widths": pl.Int64, "n_bound": pl.Int64,
+                   "max_loss_lost": pl.Float64, "wider_better": pl.Boolean, "wider_better_at_base_lr": pl.Boolean,
+                   "base_width": pl.Int64, "base_lr_grid": pl.Float64, "steps": pl.Int64,
+                   "tokens_per_trial": pl.Int64, "depth": pl.Int64, "verdict_note": pl.String}
+
+
+def _octaves(value: float | None) -> float | None:
+    return None if value is None or not np.isfinite(value) else round(float(value), ROUND) + 0.0  # + 0.0: no −0
+
+
+def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.DataFrame:
+    """Transfer metrics and verdict per (parametrization, optimizer) from estimate()'s optima and replicates;
+    columns in the module docstring."""
     rows = []
     found = optimum.filter(pl.col("best_lr").is_not_null()).sort(KEYS)
-    for (p, o), g in found.group_by(["parametrization", "optimizer"], maintain_order=True):
+    for (p, o), g in found.group_by(GROUP, maintain_order=True):
         x, y = np.log2(g["width"].to_numpy().astype(float)), g["log2_best_lr"].to_numpy()
+        reps = replicates[(p, o)][1]
+        lo, hi = np.log2(g["best_lr_lo"].to_numpy()), np.log2(g["best_lr_hi"].to_numpy())
+        slope = slope_lo = slope_hi = None
+        if len(g) >= 2:
+            weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = weights · log2 optima
+            slope = float(weights @ y)
+            slope_lo, slope_hi = intervals.interval(reps @ weights, slope)
+        method = "seeds" if (g["interval_method"] == "seeds").all() else "fit"
+        n_seeds = int(g["n_seeds"].min())
+        noise = g["fit_noise"].drop_nulls()
+        call, note = verdict.verdict(_octaves(slope_lo), _octaves(slope_hi), n_seeds, method, x, g["edge"].to_list(),
+                                     float(noise[0]) if len(noise) else None)
         lost = g["loss_lost"].drop_nulls()
-        rows.append(dict(parametrization=p, optimizer=o, widths=len(g), n_bound=int(g["bound"].sum()),
-                         spread_octaves=round(float(y.max() - y.min()), ROUND) + 0.0,  # + 0.0: no −0
-                         slope=round(float(np.polyfit(x, y, 1)[0]), ROUND) + 0.0 if len(g) >= 2 else None,
-                         max_loss_lost=float(lost.max()) if len(lost) else None,
+        rows.append(dict(parametrization=p, optimizer=o, metric=g["metric"][0], verdict=call, slope=_octaves(slope),
+                         slope_lo=_octaves(slope_lo), slope_hi=_octaves(slope_hi),
+                         spread_octaves=_octaves(y.max() - y.min()), spread_lo=_octaves(max(0.0, lo.max() - hi.min())),
+                         spread_hi=_octaves(hi.max() - lo.min()), n_seeds=n_seeds, interval_method=method,
+                         widths=len(g),
+                         n_bound=int(g["bound"].sum()), max_loss_lost=float(lost.max()) if len(lost) else None,
                          wider_better=_decreasing(g["best_loss_grid"]),
                          wider_better_at_base_lr=_decreasing(g["loss_at_base_lr"]),
-                         base_width=int(g["base_width"][0]), base_lr_grid=float(g["base_lr_grid"][0])))
-    return pl.DataFrame(rows, schema={"parametrization": pl.String, "optimizer": pl.String, "widths": pl.Int64,
-                                      "n_bound": pl.Int64, "spread_octaves": pl.Float64, "slope": pl.Float64,
-                                      "max_loss_lost": pl.Float64, "wider_better": pl.Boolean,
-                                      "wider_better_at_base_lr": pl.Boolean, "base_width": pl.Int64,
-                                      "base_lr_grid": pl.Float64})
+                         base_width=int(g["base_width"][0]), base_lr_grid=float(g["base_lr_grid"][0]),
+                         steps=budget.get("steps"), tokens_per_trial=budget.get("tokens_per_trial"),
+                         depth=budget.get("depth"), verdict_note=note))
+    return pl.DataFrame(rows, schema=TRANSFER_SCHEMA)
 
 
 def _decreasing(losses: pl.Series) -> bool | None:
@@ -273,9 +407,45 @@ def _decreasing(losses: pl.Series) -> bool | None:
     return bool(np.all(np.isfinite(y)) and np.all(np.diff(y) < 0))
 
 
+HORIZON_SCHEMA = {"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64, "horizon": pl.Int64,
+                  "metric": pl.String, "best_lr": pl.Float64, "best_lr_lo": pl.Float64, "best_lr_hi": pl.Float64,
+                  "bound": pl.Boolean, "shift_octaves": pl.Float64, "shift_lo": pl.Float64, "shift_hi": pl.Float64,
+                  "still_moving": pl.String}
+MOVING = {"inside": "settled", "excludes_zero": "moving", "unclear": "unclear"}
+
+
+def horizon_table(estimates: dict[str, Estimate], steps: list[tuple[int, str]]) -> pl.DataFrame:
+    """Each width's optimum at each horizon (percent of the steps, metric) and its shift from the previous horizon,
+    with the shift's interval from paired replicates (the same seed draws at every horizon)."""
+    rows, before = [], {}
+    for pct, metric in steps:
+        e, now = estimates[metric], {}
+        for r in e.optima.filter(pl.col("best_lr").is_not_null()).sort(KEYS).iter_rows(named=True):
+            widths, reps = e.replicates[(r["parametrization"], r["optimizer"])]
+            key = (r["parametrization"], r["optimizer"], r["width"])
+            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])])
+            row = {k: r[k] for k in ("parametrization", "optimizer", "width", "best_lr", "best_lr_lo", "best_lr_hi",
+                                     "bound")} | dict(horizon=pct, metric=metric)
+            if key in before:
+                lo, hi = intervals.interval(now[key][1] - before[key][1], now[key][0] - before[key][0])
+                row |= dict(shift_octaves=_octaves(now[key][0] - before[key][0]), shift_lo=_octaves(lo),
+                            shift_hi=_octaves(hi), still_moving=MOVING[verdict.classify(lo, hi)])
+            rows.append(row)
+        before = now
+    return pl.DataFrame(rows, schema=HORIZON_SCHEMA).sort([*KEYS, "horizon"])
+
+
+def budget(spec: dict) -> dict:
+    """What one trial of the sweep trains for: steps, tokens_per_trial (steps × batch × sequence), depth."""
+    s = parse({"name": "sweep", **spec}, open_task=False)
+    return dict(steps=s.steps, tokens_per_trial=s.steps * s.batch_size * s.seq_len,
+                depth=s.model_config(s.widths[0]).depth)
+
+
 @dataclass(frozen=True)
 class Analysis:
-    """Everything the report shows: the sweep, its lr curves, optima, transfer metrics and missing trials."""
+    """Everything the report shows: the sweep, its headline metric's lr curves, optima and transfer table, every
+    metric's verdicts, the horizon table, and missing and failed trials."""
 
     sweep: Sweep
     metric: str
@@ -284,11 +454,15 @@ class Analysis:
     transfer: pl.DataFrame
     grid_size: int           # trials the spec's grid asks for
     missing: pl.DataFrame    # grid points without a trial
-    failed: pl.DataFrame  # trials left out (status error, …): trial_id, grid keys, status, error
+    failed: pl.DataFrame     # trials left out (status error, …): trial_id, grid keys, status, error
+    budget: dict = field(default_factory=dict)                 # steps, tokens_per_trial, depth
+    estimates: dict[str, Estimate] = field(default_factory=dict)  # every metric's, the headline one first
+    verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TRANSFER_SCHEMA))
+    horizon: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HORIZON_SCHEMA))
 
 
 def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = None) -> Analysis:
-    """Optima and transfer metrics of a sweep directory (or a loaded Sweep)."""
+    """Optima, intervals and verdicts of a sweep directory (or a loaded Sweep), on every complete metric."""
     say = progress or (lambda _msg: None)
     if not isinstance(sweep, Sweep):
         say(f"reading {sweep}")
@@ -296,27 +470,32 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     grid = expand_grid(sweep.spec)
     missing = missing_trials(grid, sweep.trials)
     say(f"{len(sweep.trials)} trials; {len(missing)} of the spec's {len(grid)} grid trials missing")
-    metric = loss_metric(sweep.trials)
-    losses = trial_losses(sweep.trials, metric)
-    curves = lr_curves(sweep.trials, metric)
-    say(f"optimum per width from {metric}")
-    table = optima(curves, metric)
+    spent = budget(sweep.spec)
+    names = metrics(sweep.trials)
+    say(f"optimum per width with 90% intervals from {names[0]} (also: {', '.join(names[1:]) or 'nothing else'})")
+    estimates = {m: estimate(sweep.trials, m, spent) for m in names}
+    main = estimates[names[0]]
+    losses = trial_losses(sweep.trials, names[0])
     keep = [c for c in ("trial_id", *GRID_KEYS, "status", "error") if c in losses.columns]
-    return Analysis(sweep, metric, curves, table, transfer(table), len(grid), missing,
-                    losses.filter(pl.col("failed")).select(keep))
+    return Analysis(sweep, main.metric, main.curves, main.optima, main.transfer, len(grid), missing,
+                    losses.filter(pl.col("failed")).select(keep), spent, estimates,
+                    pl.concat([e.transfer for e in estimates.values()]),
+                    horizon_table(estimates, horizons(sweep.trials)))
 
 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:
-    """optima.csv/.parquet, transfer.csv/.parquet, lr_curves.csv and missing.csv (when trials are missing)."""
+    """optima, transfer and verdicts (.csv and .parquet), lr_curves.csv, horizon.csv (when trials record
+    horizons) and missing.csv (when trials are missing)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, table in (("optima", analysis.optima), ("transfer", analysis.transfer)):
+    for name, table in (("optima", analysis.optima), ("transfer", analysis.transfer),
+                        ("verdicts", analysis.verdicts)):
         table.write_parquet(out / f"{name}.parquet")
         table.write_csv(out / f"{name}.csv")
         written += [out / f"{name}.csv", out / f"{name}.parquet"]
-    analysis.curves.write_csv(out / "lr_curves.csv")
-    written.append(out / "lr_curves.csv")
-    if not analysis.missing.is_empty():
-        analysis.missing.write_csv(out / "missing.csv")
-        written.append(out / "missing.csv")
+    for name, table in (("lr_curves", analysis.curves), ("horizon", analysis.horizon),
+                        ("missing", analysis.missing)):
+        if name == "lr_curves" or not table.is_empty():
+            table.write_csv(out / f"{name}.csv")
+            written.append(out / f"{name}.csv")
     return written

@@ -1,4 +1,4 @@
-"""scaling.analysis on a synthetic sweep whose optima are known in closed form.
+"""reports.analysis on a synthetic sweep whose optima are known in closed form.
 
 Loss(lr, width, seed) = L0(width) + C·(log2 lr − x*(width))² + seed offset (offsets average to 0 over seeds), so the
 seed-mean is an exact parabola in log2(lr) and its vertex x* is what the analysis must recover.
@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 import yaml
 
-from deltamup.reports import analysis
+from deltamup.reports import analysis, intervals
 from deltamup.sweeps import store
 
 WIDTHS = [256, 512, 1024, 2048]
@@ -66,6 +66,35 @@ def synthetic_trials(val_loss: bool = False) -> pl.DataFrame:
                         tokens_per_s=25600.0, status="error" if failed else ("diverged" if div else "ok"),
                         error="CUDA out of memory" if failed else None))
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def surface_trials(slopes: dict[str, float], seeds: int, noise: float, rng_seed: int = 0, x0: float = -7.3,
+                   horizon_shift: dict[int, float] | None = None, seed_offset: float = 0.02) -> pl.DataFrame:
+    """Trials from a known loss surface plus noise, for every parametrization in `slopes`:
+    loss = base_loss(w) + C·(log2 lr − x*(w))² + an offset per seed (the same at every LR and width) + noise·N(0, 1)
+    per trial, with the optimum x*(w) = x0 + slope·log2(w/256). With horizon_shift {percent: octaves} the trials
+    also record val_loss_h<percent>, whose optimum sits that many octaves off x*(w) (val_loss is 100%)."""
+    rng = np.random.default_rng(rng_seed)
+    offsets = seed_offset * rng.standard_normal(seeds)
+    shifts = {100: 0.0, **(horizon_shift or {})}
+    rows = []
+    for p, slope in slopes.items():
+        for w in WIDTHS:
+            for x in LOG2_LRS:
+                for s in range(seeds):
+                    losses = {pct: base_loss(w) + C * (x - x0 - slope * math.log2(w / 256) - shift) ** 2 + offsets[s]
+                              + noise * rng.standard_normal() for pct, shift in shifts.items()}
+                    rows.append(dict(trial_id=f"{p}-{w}-{x}-{s}", parametrization=p, optimizer="adamw", width=w,
+                                     lr=2.0 ** x, seed=s, status="ok", diverged=False, val_loss=losses[100],
+                                     smoothed_loss=losses[100] + 0.01, final_train_loss=losses[100] + 0.02,
+                                     **{f"val_loss_h{pct}": v for pct, v in losses.items() if pct != 100}))
+    return pl.DataFrame(rows)
+
+
+def surface_spec(trials: pl.DataFrame) -> dict:
+    """The spec a surface_trials sweep ran."""
+    return {**SPEC, "parametrizations": trials["parametrization"].unique(maintain_order=True).to_list(),
+            "seeds": sorted(trials["seed"].unique().to_list())}
 
 
 def write_sweep(path: Path, trials: pl.DataFrame | None = None, spec: dict | None = None) -> Path:
@@ -190,19 +219,22 @@ def test_validation_loss_is_used_when_every_finished_trial_has_one(tmp_path: Pat
 def test_all_diverged_width_has_no_optimum() -> None:
     trials = synthetic_trials().filter(pl.col("parametrization") == "sp").with_columns(
         pl.when(pl.col("width") == 2048).then(True).otherwise(pl.col("diverged")).alias("diverged"))
-    table = analysis.optima(analysis.lr_curves(trials))
-    r = row(table, parametrization="sp", width=2048)
+    result = analysis.estimate(trials)
+    r = row(result.optima, parametrization="sp", width=2048)
     assert r["best_lr"] is None and r["n_diverged_lrs"] == len(LOG2_LRS) and r["loss_lost"] is None
-    assert row(analysis.transfer(table), parametrization="sp")["widths"] == 3
+    assert r["best_lr_lo"] is None and r["interval_method"] is None
+    assert row(result.transfer, parametrization="sp")["widths"] == 3
 
 
 def test_parabola_vertex() -> None:
     x = np.array([-3.0, -2.0, 0.0])
-    vx, vy = analysis.parabola_vertex(x, 2.0 * (x + 1.7) ** 2 + 0.5)
+    vx, vy = intervals.parabola_vertex(x, 2.0 * (x + 1.7) ** 2 + 0.5)
     assert (vx, vy) == (pytest.approx(-1.7), pytest.approx(0.5))
-    assert analysis.parabola_vertex(x, np.array([1.0, 0.5, -0.5])) is None  # collinear
-    assert analysis.parabola_vertex(x, np.array([1.0, 0.5, 0.1]))[0] == 0.0  # vertex beyond x[2]: clamped
-    assert analysis.parabola_vertex(x, np.array([1.0, 0.5, np.inf])) is None
+    assert np.isnan(intervals.parabola_vertex(x, np.array([1.0, 0.5, -0.5]))).all()  # collinear
+    assert intervals.parabola_vertex(x, np.array([1.0, 0.5, 0.1]))[0] == 0.0  # vertex beyond x[2]: clamped
+    assert np.isnan(intervals.parabola_vertex(x, np.array([1.0, 0.5, np.inf]))).all()
+    rows = np.array([2.0 * (x + 1.7) ** 2, 3.0 * (x + 2.5) ** 2])  # rows at once: (2, 3)
+    assert intervals.parabola_vertex(np.broadcast_to(x, rows.shape), rows)[0] == pytest.approx([-1.7, -2.5])
 
 
 def test_bad_spec_is_refused_by_field() -> None:
@@ -215,7 +247,7 @@ def test_bad_spec_is_refused_by_field() -> None:
 def test_tables_are_written(tmp_path: Path, result: analysis.Analysis) -> None:
     written = analysis.write_tables(result, tmp_path / "out")
     assert {p.name for p in written} == {"optima.csv", "optima.parquet", "transfer.csv", "transfer.parquet",
-                                         "lr_curves.csv", "missing.csv"}
+                                         "verdicts.csv", "verdicts.parquet", "lr_curves.csv", "missing.csv"}
     assert pl.read_parquet(tmp_path / "out" / "optima.parquet").equals(result.optima)
 
 

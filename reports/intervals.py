@@ -1,0 +1,190 @@
+"""Intervals on the optimal learning rate: the refined optimum of a loss-vs-LR curve, and bootstrap replicates of it.
+
+A width's optimum is the vertex of the parabola in log2(LR) through the grid's best LR and its two neighbours
+(`vertices`). Its uncertainty comes from one of two bootstraps, named in optima.csv's `interval_method`:
+
+- seeds: the width has at least MIN_SEEDS seeds at its best grid LR. Each replicate draws the sweep's seeds with
+  replacement, once for every width and LR of a (parametrization, optimizer): a drawn seed keeps its whole LR curve
+  at every width (seeds share data order and init across LRs and widths, so their noise is correlated), and the
+  replicate's curve is the mean over the drawn seeds (+inf where a drawn seed diverged). An LR none of the drawn
+  seeds ran keeps its full-sample mean. A bootstrap over n seeds treats them as the whole population and comes out
+  too narrow; each width's replicates are spread around the point estimate by t(n − 1)/z · √(n / (n − 1)) (Student's
+  t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8).
+- fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
+  n seeds) and refits.
+  σ (`fit_noise`) is the seed-to-seed standard deviation measured elsewhere in the sweep (pooled over the cells
+  around each width's optimum that have two or more seeds) where there is one; else the residual of a least-squares
+  quadratic through the five grid points around each width's optimum (pooled over the sweep; the curve's misfit
+  counts as noise, so this errs wide); never less than NOISE_FLOOR. `fit_noise_from` names which one it was
+  ("seeds", "residual" or "floor").
+
+Replicates are seeded by name, so a report is the same every time it is built.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import polars as pl
+
+REPLICATES = 2000      # bootstrap replicates per (parametrization, optimizer, metric)
+LEVEL = 0.90           # two-sided interval level
+MIN_SEEDS = 3          # seeds a width needs for the seed bootstrap (fewer: the fit bootstrap)
+NOISE_FLOOR = 0.01     # nats: the smallest seed noise a single-seed fit is assumed to have
+NORMAL = NormalDist()
+WINDOW = 5             # grid points around the optimum for the residual estimate of σ
+
+
+def parabola_vertex(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex (x*, y*) of the parabola through three points per row: x, y of shape (..., 3), x sorted. NaN where a
+    y is not finite, the points are collinear or the parabola opens downwards; x* is clipped to [x0, x2]."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        s01 = (y[..., 1] - y[..., 0]) / (x[..., 1] - x[..., 0])
+        s12 = (y[..., 2] - y[..., 1]) / (x[..., 2] - x[..., 1])
+        a = (s12 - s01) / (x[..., 2] - x[..., 0])  # y = y1 + s01·(x − x1) + a·(x − x0)(x − x1)
+        ok = np.isfinite(y).all(-1) & (a > 0)
+        xv = np.clip((x[..., 0] + x[..., 1]) / 2 - s01 / (2 * a), x[..., 0], x[..., 2])
+        yv = y[..., 1] + s01 * (xv - x[..., 1]) + a * (xv - x[..., 0]) * (xv - x[..., 1])
+    return np.where(ok, xv, np.nan), np.where(ok, yv, np.nan)
+
+
+@dataclass(frozen=True)
+class Vertices:
+    """The optimum of each row of a (B, L) loss matrix over sorted log2 LRs x (L,)."""
+
+    index: np.ndarray    # (B,) grid argmin (0 when every LR diverged)
+    x: np.ndarray        # (B,) log2 of the refined optimum (the grid argmin where no parabola fits; NaN: none)
+    y: np.ndarray        # (B,) loss there
+    refined: np.ndarray  # (B,) bool: the parabola refined it
+    edge: np.ndarray     # (B,) −1 low edge, +1 high edge (a bound), 0 interior
+
+
+def vertices(x: np.ndarray, losses: np.ndarray) -> Vertices:
+    """Optima of loss curves (+inf: diverged). A single LR counts as the low edge."""
+    y = np.atleast_2d(np.asarray(losses, float))
+    n = y.shape[1]
+    found = np.isfinite(y).any(1)
+    i = np.argmin(np.where(np.isfinite(y), y, np.inf), axis=1)
+    rows = np.arange(len(y))
+    edge = np.where(i == 0, -1, np.where(i == n - 1, 1, 0))
+    if n >= 3:
+        j = np.clip(i, 1, n - 2)[:, None] + np.arange(-1, 2)
+        xv, yv = parabola_vertex(x[j], y[rows[:, None], j])
+    else:
+        xv = yv = np.full(len(y), np.nan)
+    refined = found & (edge == 0) & np.isfinite(xv)
+    grid_x = np.where(found, x[i], np.nan)
+    return Vertices(i, np.where(refined, xv, grid_x), np.where(refined, yv, y[rows, i]), refined,
+                    np.where(found, edge, 0))
+
+
+def interval(replicates: np.ndarray, point: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """The LEVEL interval of bootstrap replicates (B,) or (B, W) around the point estimate (scalar or (W,)):
+    bias-corrected percentiles (Efron's BC), so a statistic the noise pushes one way (the spread, max − min, is pushed
+    up) keeps its point estimate inside; for an unbiased one it is the plain 5th to 95th percentile. NaN replicates
+    are ignored; NaN where none is left."""
+    values = np.asarray(replicates, float)
+    shape = values.shape[1:]
+    points = np.broadcast_to(np.asarray(point, float), shape).reshape(-1)
+    z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
+    bounds = []
+    for column, p in zip(values.reshape(len(values), -1).T, points):
+        v = column[~np.isnan(column)]
+        if not len(v) or np.isnan(p):
+            bounds.append((np.nan, np.nan))
+            continue
+        below = (np.sum(v < p) + 0.5 * np.sum(v == p)) / len(v)
+        z0 = NORMAL.inv_cdf(min(max(below, 0.5 / len(v)), 1 - 0.5 / len(v)))
+        bounds.append(tuple(np.percentile(v, 100 * NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1)))
+    lo, hi = np.array(bounds).reshape(-1, 2).T
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+def rng(*names: str) -> np.random.Generator:
+    """A generator seeded by names (parametrization, optimizer, …): the same replicates every time."""
+    return np.random.default_rng(zlib.crc32("/".join(names).encode()))
+
+
+@dataclass(frozen=True)
+class Width:
+    """One width's measurements: log2 LRs (L,), per-seed losses (S, L) over the group's seeds (NaN: not run,
+    +inf: diverged), the full-sample seed-mean curve (L,), and how its interval is made."""
+
+    x: np.ndarray
+    per_seed: np.ndarray
+    curve: np.ndarray
+    n_seeds: int  # seeds at the best grid LR
+    method: str   # "seeds" (n_seeds ≥ MIN_SEEDS) | "fit"
+
+
+def student_t(dof: int, level: float = LEVEL) -> float:
+    """The two-sided `level` quantile of Student's t with `dof` degrees of freedom (Cornish-Fisher expansion; within
+    1.5% at dof 2, closer above)."""
+    z = NORMAL.inv_cdf(1 - (1 - level) / 2)
+    return (z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * dof ** 3))
+
+
+def small_sample_factor(n: int) -> float:
+    """How much wider than a bootstrap over n seeds the interval of their mean is: t(n − 1)/z · √(n / (n − 1))."""
+    return student_t(n - 1) / NORMAL.inv_cdf(1 - (1 - LEVEL) / 2) * np.sqrt(n / (n - 1))
+
+
+def seed_means(per_seed: np.ndarray, counts: np.ndarray, curve: np.ndarray) -> np.ndarray:
+    """Replicate curves (B, L) from seed draw counts (B, S): the mean over drawn seeds, +inf where a drawn seed
+    diverged, the full-sample curve where no drawn seed ran that LR."""
+    ran = ~np.isnan(per_seed)
+    value = np.where(np.isfinite(per_seed), per_seed, 0.0)
+    drawn = counts @ ran
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (counts @ value) / drawn
+    mean = np.where((counts @ np.isinf(per_seed)) > 0, np.inf, mean)
+    return np.where(drawn > 0, mean, curve)
+
+
+def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generator,
+                     jitter: np.random.Generator) -> np.ndarray:
+    """(B, W) log2 optimum of each width in REPLICATES bootstrap replicates. `draws` picks seeds (shared by every
+    width: a seed is one unit), `jitter` the fit noise of single-seed widths."""
+    n_seeds = widths[0].per_seed.shape[0] if widths else 0
+    counts = draws.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=REPLICATES).astype(float)
+    out = np.empty((REPLICATES, len(widths)))
+    for k, w in enumerate(widths):
+        if w.method == "seeds":
+            point = vertices(w.x, w.curve).x[0]
+            out[:, k] = point + small_sample_factor(w.n_seeds) * (vertices(w.x, seed_means(w.per_seed, counts,
+                                                                                            w.curve)).x - point)
+        else:
+            curves = w.curve + noise / np.sqrt(w.n_seeds) * jitter.standard_normal((REPLICATES, len(w.curve)))
+            out[:, k] = vertices(w.x, np.where(np.isfinite(w.curve), curves, w.curve)).x
+    return out
+
+
+def fit_noise(losses: pl.DataFrame, curves: pl.DataFrame, keys: list[str]) -> tuple[float, str]:
+    """(σ in nats, where it came from: "seeds" | "residual" | "floor") for single-seed widths; see the module
+    docstring. `losses`: one row per finished trial (keys, lr, loss); `curves`: lr_curves' seed means."""
+    seeds, residual = [], []
+    trial = losses.filter(pl.col("loss").is_finite())
+    for key, g in curves.filter(pl.col("n_seeds") > 0).sort([*keys, "lr"]).group_by(keys, maintain_order=True):
+        x, y = np.log2(g["lr"].to_numpy()), g["loss"].to_numpy().astype(float)
+        if not np.isfinite(y).any():
+            continue
+        i = int(np.argmin(np.where(np.isfinite(y), y, np.inf)))
+        near = g["lr"][max(0, i - 1):i + 2].to_list()
+        cells = trial.filter(pl.all_horizontal(pl.col(k) == v for k, v in zip(keys, key)) & pl.col("lr").is_in(near))
+        for _, c in cells.group_by("lr"):
+            if len(c) >= 2:
+                seeds.append((float(c["loss"].var(ddof=1)) * (len(c) - 1), len(c) - 1))
+        lo = max(0, min(i - WINDOW // 2, len(x) - WINDOW))
+        xs, ys = x[lo:lo + WINDOW], y[lo:lo + WINDOW]
+        xs, ys = xs[np.isfinite(ys)], ys[np.isfinite(ys)]
+        if len(xs) >= 4:
+            r = ys - np.polyval(np.polyfit(xs, ys, 2), xs)
+            residual.append((float(np.sum(r ** 2)), len(xs) - 3))
+    parts, name = (seeds, "seeds") if seeds else (residual, "residual")
+    dof = sum(d for _, d in parts)
+    sigma = float(np.sqrt(sum(s for s, _ in parts) / dof)) if dof else 0.0
+    return (sigma, name) if sigma > NOISE_FLOOR else (NOISE_FLOOR, "floor")
