@@ -1,0 +1,176 @@
+"""Intervals and verdicts on synthetic sweeps whose optimum is known: trials from a loss surface plus noise
+(tests/test_analysis.py's surface_trials), analysed as a sweep directory."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from test_analysis import WIDTHS, row, surface_spec, surface_trials, write_sweep
+
+from deltamup.reports import analysis, intervals, verdict
+
+X0 = -7.3
+
+
+def log2_interval(r: dict) -> tuple[float, float]:
+    return math.log2(r["best_lr_lo"]), math.log2(r["best_lr_hi"])
+
+
+def true_optimum(slope: float, width: int) -> float:
+    return X0 + slope * math.log2(width / 256)
+
+
+def test_known_optimum_lies_inside_its_interval() -> None:
+    """One noise draw: every width's interval holds the true optimum, and each slope's interval the true slope. (A
+    90% interval misses one time in ten: over 8 widths most draws miss somewhere; the next test checks the rate.)"""
+    slopes = {"flat": 0.0, "drift": -1.0}
+    result = analysis.estimate(surface_trials(slopes, seeds=8, noise=0.01, rng_seed=2))
+    for r in result.optima.iter_rows(named=True):
+        lo, hi = log2_interval(r)
+        assert lo <= true_optimum(slopes[r["parametrization"]], r["width"]) <= hi, r
+        assert lo <= r["log2_best_lr"] <= hi and hi - lo < 0.5
+        assert r["interval_method"] == "seeds" and r["fit_noise"] is None
+    for p, slope in slopes.items():
+        t = row(result.transfer, parametrization=p)
+        assert t["slope_lo"] <= slope <= t["slope_hi"] and t["n_seeds"] == 8
+
+
+def test_intervals_cover_the_truth_about_as_often_as_they_say() -> None:
+    """Over 10 noise draws × 2 parametrizations × 4 widths, the 90% intervals (3 seeds: a seed bootstrap widened for
+    small samples; 1 seed: the fit bootstrap at the noise floor, which equals the true noise here) cover the true
+    optimum at least 80% of the time."""
+    for seeds in (1, 3):
+        hits = []
+        for draw in range(10):
+            slopes = {"flat": 0.0, "drift": -1.0}
+            optima = analysis.estimate(surface_trials(slopes, seeds, noise=0.01, rng_seed=draw)).optima
+            for r in optima.iter_rows(named=True):
+                lo, hi = log2_interval(r)
+                hits.append(lo <= true_optimum(slopes[r["parametrization"]], r["width"]) <= hi)
+        assert np.mean(hits) >= 0.8, (seeds, np.mean(hits))
+
+
+def test_intervals_shrink_when_seeds_are_added() -> None:
+    def widths(seeds: int) -> tuple[float, float]:
+        e = analysis.estimate(surface_trials({"flat": 0.0}, seeds, noise=0.01, rng_seed=1))
+        per_width = np.median([hi - lo for lo, hi in map(log2_interval, e.optima.iter_rows(named=True))])
+        t = e.transfer.row(0, named=True)
+        return per_width, t["slope_hi"] - t["slope_lo"]
+
+    few, more, many = widths(3), widths(6), widths(12)
+    assert few[0] > more[0] > many[0] and few[1] > more[1] > many[1]
+
+
+def test_a_drifting_optimum_drifts_even_with_one_seed() -> None:
+    for seeds in (1, 4):
+        t = analysis.estimate(surface_trials({"sp": -1.0}, seeds, noise=0.01)).transfer.row(0, named=True)
+        assert t["verdict"] == "drifts" and t["slope_hi"] < -0.75, t
+        assert t["interval_method"] == ("fit" if seeds == 1 else "seeds")
+
+
+def test_a_flat_optimum_transfers_only_with_enough_seeds() -> None:
+    """Many seeds: transfers. One seed: the interval is fit-based, so the verdict stays undetermined however narrow
+    the interval; two seeds: the same (a bootstrap over two seeds is too narrow to trust)."""
+    many = analysis.estimate(surface_trials({"mup": 0.0}, 8, noise=0.01)).transfer.row(0, named=True)
+    assert many["verdict"] == "transfers" and -0.25 <= many["slope_lo"] <= many["slope_hi"] <= 0.25
+    for seeds in (1, 2):
+        t = analysis.estimate(surface_trials({"mup": 0.0}, seeds, noise=0.01)).transfer.row(0, named=True)
+        assert t["verdict"] == "undetermined" and t["interval_method"] == "fit"
+        assert "the interval is fit-based" in t["verdict_note"] and f"transfers needs ≥ {intervals.MIN_SEEDS}" in \
+            t["verdict_note"]
+    noisy = analysis.estimate(surface_trials({"mup": 0.0}, 1, noise=0.08)).transfer.row(0, named=True)
+    assert noisy["verdict"] == "undetermined" and noisy["slope_hi"] - noisy["slope_lo"] > 0.5
+
+
+def test_where_the_fit_noise_comes_from() -> None:
+    exact = analysis.estimate(surface_trials({"mup": 0.0}, 1, noise=0.0)).optima.row(0, named=True)
+    assert (exact["fit_noise"], exact["fit_noise_from"]) == (intervals.NOISE_FLOOR, "floor")
+    rough = analysis.estimate(surface_trials({"mup": 0.0}, 1, noise=0.05)).optima.row(0, named=True)
+    assert rough["fit_noise_from"] == "residual" and 0.02 < rough["fit_noise"] < 0.1
+    two = analysis.estimate(surface_trials({"mup": 0.0}, 2, noise=0.05, seed_offset=0.0)).optima.row(0, named=True)
+    assert two["fit_noise_from"] == "seeds" and 0.02 < two["fit_noise"] < 0.1
+
+
+def test_a_bound_only_keeps_a_drift_it_cannot_undo() -> None:
+    x = np.log2(np.array(WIDTHS, float))
+    assert verdict.bounds_agree(x, [None, None, None, "low"], -1.0)   # the widest optimum is lower still: steeper
+    assert not verdict.bounds_agree(x, [None, None, None, "high"], -1.0)
+    assert verdict.bounds_agree(x, ["high", None, None, None], -1.0)  # the narrowest is higher still: steeper
+    call, note = verdict.verdict(-1.2, -0.8, 3, "seeds", x, [None, None, None, "high"])
+    assert call == "undetermined" and "a bound could undo it: 2048 (high edge)" in note
+    call, note = verdict.verdict(-0.1, 0.1, 3, "seeds", x, [None, None, "low", None])
+    assert call == "undetermined" and "optimum on the LR grid's edge at 1024 (low edge)" in note
+    assert verdict.verdict(-0.1, 0.1, 3, "seeds", x, [None] * 4)[0] == "transfers"
+    assert verdict.verdict(None, None, 3, "seeds", x[:1], [None])[0] == "undetermined"
+
+
+def test_classify() -> None:
+    assert verdict.classify(-0.2, 0.2) == "inside"
+    assert verdict.classify(0.1, 0.4) == "excludes_zero"
+    assert verdict.classify(-0.4, 0.1) == "unclear"
+    assert verdict.classify(None, 0.1) == "unclear" and verdict.classify(float("nan"), 0.1) == "unclear"
+
+
+def test_student_t_and_the_small_sample_factor() -> None:
+    assert intervals.student_t(2) == pytest.approx(2.920, rel=0.015)
+    assert intervals.student_t(7) == pytest.approx(1.895, rel=0.002)
+    assert intervals.small_sample_factor(3) > intervals.small_sample_factor(8) > 1.0
+
+
+def test_the_spread_interval_holds_the_spread() -> None:
+    t = analysis.estimate(surface_trials({"mup": 0.0, "sp": -1.0}, 1, noise=0.01)).transfer
+    for r in t.iter_rows(named=True):
+        assert 0 <= r["spread_lo"] <= r["spread_octaves"] <= r["spread_hi"]
+    assert row(t, parametrization="sp")["spread_lo"] > 2  # 3 octaves of width at −1: about 3 octaves of optimum
+
+
+def test_every_complete_metric_gets_a_verdict(tmp_path: Path) -> None:
+    """The headline metric first; a metric whose optimum drifts where val_loss's does not disagrees in its row."""
+    trials = surface_trials({"mup": 0.0}, 4, noise=0.01)
+    drift = (0.05 * (np.log2(trials["lr"].to_numpy()) - X0 + np.log2(trials["width"].to_numpy() / 256)) ** 2
+             - 0.05 * (np.log2(trials["lr"].to_numpy()) - X0) ** 2)
+    trials = trials.with_columns(pl.col("final_train_loss") + drift)
+    a = analysis.analyze(write_sweep(tmp_path / "sweep", trials, surface_spec(trials)))
+    assert a.metric == "val_loss" and a.verdicts["metric"].to_list() == ["val_loss", "smoothed_loss",
+                                                                         "final_train_loss"]
+    by_metric = dict(zip(a.verdicts["metric"], a.verdicts["verdict"]))
+    assert by_metric == {"val_loss": "transfers", "smoothed_loss": "transfers", "final_train_loss": "drifts"}
+    assert a.transfer["metric"].to_list() == ["val_loss"] and a.transfer["steps"].to_list() == [50]
+    assert a.transfer["tokens_per_trial"].to_list() == [50 * 8 * 64] and a.transfer["depth"].to_list() == [2]
+
+
+def test_horizon_table_says_where_the_optimum_still_moves(tmp_path: Path) -> None:
+    """val_loss_h25's optimum sits 1.5 octaves above the final one, val_loss_h50's 0.02: moving from 25% to 50%,
+    settled from 50% to 100%."""
+    trials = surface_trials({"mup": 0.0}, 4, noise=0.002, horizon_shift={25: 1.5, 50: 0.02})
+    a = analysis.analyze(write_sweep(tmp_path / "sweep", trials, surface_spec(trials)))
+    assert analysis.horizons(trials) == [(25, "val_loss_h25"), (50, "val_loss_h50"), (100, "val_loss")]
+    h = a.horizon
+    assert len(h) == 3 * len(WIDTHS) and h["horizon"].unique().sort().to_list() == [25, 50, 100]
+    first = h.filter(pl.col("horizon") == 25)
+    assert first["shift_octaves"].is_null().all() and first["still_moving"].is_null().all()
+    mid, last = h.filter(pl.col("horizon") == 50), h.filter(pl.col("horizon") == 100)
+    assert (mid["still_moving"] == "moving").all() and mid["shift_octaves"].to_numpy() == pytest.approx(-1.48, abs=0.2)
+    assert (last["still_moving"] == "settled").all()
+    assert set(a.verdicts["metric"]) == {"val_loss", "smoothed_loss", "final_train_loss", "val_loss_h25",
+                                         "val_loss_h50"}
+    written = analysis.write_tables(a, tmp_path / "out")
+    assert tmp_path / "out" / "horizon.csv" in written
+
+
+def test_a_trial_that_diverges_late_still_counts_at_an_early_horizon() -> None:
+    trials = surface_trials({"mup": 0.0}, 1, noise=0.0, horizon_shift={50: 0.0})
+    late = (pl.col("width") == 256) & (pl.col("lr") == 2.0 ** -7)
+    trials = trials.with_columns(pl.when(late).then(True).otherwise(pl.col("diverged")).alias("diverged"),
+                                 pl.when(late).then(float("inf")).otherwise(pl.col("val_loss")).alias("val_loss"))
+    early = row(analysis.lr_curves(trials, "val_loss_h50"), width=256, lr=2.0 ** -7)
+    final = row(analysis.lr_curves(trials, "val_loss"), width=256, lr=2.0 ** -7)
+    assert math.isfinite(early["loss"]) and math.isinf(final["loss"]) and final["n_diverged"] == 1
+
+
+def test_replicates_are_the_same_every_time() -> None:
+    trials = surface_trials({"mup": 0.0}, 3, noise=0.01)
+    assert analysis.estimate(trials).optima.equals(analysis.estimate(trials).optima)
