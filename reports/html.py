@@ -21,6 +21,8 @@ figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .85em; color: #555; } pre { background: #f7f7f7; padding: 1em; overflow-x: auto; }
 .note { background: #fff6dc; border-left: 4px solid #e0b000; padding: .5em 1em; }
 .ok { background: #e8f6e8; border-left: 4px solid #3a3; padding: .5em 1em; }
+.verdict { background: #eef3fb; border-left: 4px solid #3b6fb6; padding: .6em 1em; font-size: 1.05em; }
+tr.disagrees td, tr.moving td { background: #fff6dc; }
 """
 
 

@@ -1,11 +1,13 @@
-"""The sweep's figures (matplotlib + seaborn, written as PNG and SVG):
+"""The sweep's figures (matplotlib + seaborn, written as PNG and SVG); every legend lists only what is drawn:
 
-- loss vs LR, one line per width (ordered colour map), one panel per parametrization (rows: optimizers), the
-  optimum marked (★ refined or grid value; ◀/▶ a bound at the grid's low/high edge), diverged LRs as ✕ above the
-  curves, error bars = standard error across seeds; losses far above the rest (more than 3× the best loss's
-  distance to the upper quartile) leave the top of the panel;
+- loss vs LR, one line per width (ordered colour map), one panel per parametrization (rows: optimizers), the seeds'
+  range as a band (with several seeds), the optimum marked with its 90% interval as a horizontal bar (★ refined or
+  grid value; ◀/▶ a bound at the grid's low/high edge), diverged LRs as ✕ above the curves; losses far above the
+  rest (more than 3× the best loss's distance to the upper quartile) leave the top of the panel;
 - the paper's "shifted loss" view: the same with each width's best grid loss subtracted;
-- the optimal LR against width, one line per parametrization (hollow markers: bounds).
+- the optimal LR against width, one line per parametrization: each width's 90% interval as a bar, the fitted slope
+  as a dashed line in its 90% band (from the bootstrap replicates), hollow markers for bounds;
+- when trials record several horizons: each width's optimum (with its interval) against the horizon.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from deltamup.reports.analysis import Analysis  # noqa: E402
+from deltamup.reports.interpretation import interval  # noqa: E402
+from deltamup.reports.intervals import LEVEL  # noqa: E402
 
 PALETTE = "viridis"  # ordered: narrow widths dark, wide widths bright
 EDGE_MARKERS = {"low": "<", "high": ">"}
@@ -58,6 +62,18 @@ def panel_top(values: np.ndarray, shifted: bool) -> float:
     return q75 if shifted else min(float(values.max()), float(values.min()) + 3 * (q75 - float(values.min())))
 
 
+def _legend_extras(drawn: set[str]) -> tuple[list, list[str]]:
+    """Legend handles for the markers a loss-vs-LR figure drew, in a fixed order."""
+    entries = {"band": (plt.Rectangle((0, 0), 1, 1, color="0.6", alpha=0.25), "seed range (min–max)"),
+               "optimum": (plt.Line2D([], [], ls="-", marker="*", color="0.3", markeredgecolor="black", ms=9),
+                           "optimum, 90% interval"),
+               "bound": (plt.Line2D([], [], ls="", marker="<", color="0.3", markeredgecolor="black", ms=9),
+                         "bound (grid edge)"),
+               "diverged": (plt.Line2D([], [], ls="", marker="x", color="0.3", ms=7), "diverged")}
+    shown = [entries[k] for k in entries if k in drawn]
+    return [h for h, _ in shown], [label for _, label in shown]
+
+
 def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Path]:
     """loss_vs_lr.{png,svg} (or shifted_loss.{png,svg} with shifted=True)."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -66,6 +82,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
     fig, axes = plt.subplots(len(optimizers), len(names), figsize=(4.6 * len(names), 3.8 * len(optimizers)),
                              squeeze=False, sharex=True)
     optimum = analysis.optima
+    drawn: set[str] = set()
     for r, optimizer in enumerate(optimizers):
         for c, name in enumerate(names):
             ax = axes[r][c]
@@ -83,16 +100,28 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
             for i, (width, g) in enumerate(curves.sort("width", "lr").group_by("width", maintain_order=True)):
                 w = width[0]
                 ok = g.filter(pl.col("loss").is_finite())
-                y = ok["loss"].to_numpy() - shift.get(w, 0.0)
-                ax.errorbar(ok["lr"], y, yerr=ok["loss_se"].fill_null(0).to_numpy(), color=colors[w], marker="o",
-                            ms=3.5, lw=1.4, capsize=2, label=f"width {w}")
+                ax.plot(ok["lr"], ok["loss"].to_numpy() - shift.get(w, 0.0), color=colors[w], marker="o", ms=3.5,
+                        lw=1.4, label=f"width {w}")
+                spread = ok.filter((pl.col("n_seeds") > 1) & pl.col("loss_min").is_not_null())
+                if len(spread):
+                    ax.fill_between(spread["lr"], spread["loss_min"].to_numpy() - shift.get(w, 0.0),
+                                    spread["loss_max"].to_numpy() - shift.get(w, 0.0), color=colors[w], alpha=0.2,
+                                    lw=0)
+                    drawn.add("band")
                 div = g.filter(~pl.col("loss").is_finite())
-                ax.scatter(div["lr"], np.full(len(div), above + 0.03 * span * i), marker="x", color=colors[w], s=36,
-                           zorder=4)
+                if len(div):
+                    ax.scatter(div["lr"], np.full(len(div), above + 0.03 * span * i), marker="x", color=colors[w],
+                               s=36, zorder=4)
+                    drawn.add("diverged")
             for o in rows.filter(pl.col("best_lr").is_not_null()).iter_rows(named=True):
-                marker = EDGE_MARKERS.get(o["edge"], "*")
-                ax.scatter([o["best_lr"]], [o["best_loss"] - shift.get(o["width"], 0.0)], marker=marker, s=150,
+                y = o["best_loss"] - shift.get(o["width"], 0.0)
+                if o.get("best_lr_lo") is not None:
+                    ax.errorbar([o["best_lr"]], [y], xerr=[[o["best_lr"] - o["best_lr_lo"]],
+                                                           [o["best_lr_hi"] - o["best_lr"]]],
+                                color=colors[o["width"]], lw=1.2, capsize=3, zorder=4)
+                ax.scatter([o["best_lr"]], [y], marker=EDGE_MARKERS.get(o["edge"], "*"), s=150,
                            color=colors[o["width"]], edgecolor="black", linewidth=0.8, zorder=5)
+                drawn.add("bound" if o["bound"] else "optimum")
             if len(curves.filter(~pl.col("loss").is_finite())):
                 ax.axhline(above, color="0.6", lw=0.6, ls=":")
                 ax.text(0.01, above, "✕ diverged", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8,
@@ -104,14 +133,23 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                           + (" − best at width" if shifted else ""))
             ax.set_ylim(bottom - 0.04 * span, above + 0.03 * span * (len(colors) + 1))
     handles, labels = axes[0][0].get_legend_handles_labels()
-    handles += [plt.Line2D([], [], ls="", marker=m, color="0.3", markeredgecolor="black", ms=9)
-                for m in ("*", "<", "x")]
-    labels += ["optimum", "bound (grid edge)", "diverged"]
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    extra_handles, extra_labels = _legend_extras(drawn)
+    fig.legend(handles + extra_handles, labels + extra_labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               frameon=False)
     fig.suptitle(("Shifted loss (loss − best loss at that width)" if shifted else "Loss against learning rate")
                  + f" — {analysis.sweep.spec.get('name', analysis.sweep.path.name)}")
     fig.tight_layout()
     return save(fig, out, "shifted_loss" if shifted else "loss_vs_lr")
+
+
+def slope_band(widths: np.ndarray, replicates: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 90% band of the least-squares line of log2 optimum against log2 width, at log2 widths `grid`, over
+    bootstrap replicates (B, W) of the optima (plain percentiles of the replicate lines)."""
+    x = np.log2(widths.astype(float))
+    weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+    lines = replicates.mean(1)[:, None] + (replicates @ weights)[:, None] * (grid - x.mean())[None, :]
+    tail = 100 * (1 - LEVEL) / 2
+    return np.nanpercentile(lines, tail, axis=0), np.nanpercentile(lines, 100 - tail, axis=0)
 
 
 def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
@@ -119,35 +157,82 @@ def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
     sns.set_theme(style="whitegrid", context="notebook")
     optimizers, names = _panels(analysis)
     colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
-    fig, axes = plt.subplots(1, len(optimizers), figsize=(5.2 * len(optimizers), 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(optimizers), figsize=(5.6 * len(optimizers), 4.2), squeeze=False)
     transfer = {(t["parametrization"], t["optimizer"]): t for t in analysis.transfer.iter_rows(named=True)}
+    replicates = analysis.estimates[analysis.metric].replicates if analysis.estimates else {}
     for ax, optimizer in zip(axes[0], optimizers):
+        bounds = False
         for name in names:
             g = analysis.optima.filter((pl.col("optimizer") == optimizer) & (pl.col("parametrization") == name)
                                        & pl.col("best_lr").is_not_null()).sort("width")
             if g.is_empty():
                 continue
-            t = transfer[(name, optimizer)]
-            slope = "" if t["slope"] is None else f", slope {t['slope']:+.2f}"
-            ax.plot(g["width"], g["best_lr"], color=colors[name], lw=1.5,
-                    label=f"{name} (spread {t['spread_octaves']:.2f} oct{slope})")
+            t, color = transfer[(name, optimizer)], colors[name]
+            widths, lr = g["width"].to_numpy(), g["best_lr"].to_numpy()
+            ax.errorbar(widths, lr, yerr=[lr - g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy() - lr],
+                        color=color, lw=0, elinewidth=1.2, capsize=3, zorder=3)
+            label = f"{name}: {t['verdict']}"
+            if t["slope"] is not None:
+                label += f", slope {interval(t['slope'], t['slope_lo'], t['slope_hi'])}"
+                grid = np.linspace(np.log2(widths[0]), np.log2(widths[-1]), 50)
+                fit = np.polyval(np.polyfit(np.log2(widths.astype(float)), g["log2_best_lr"].to_numpy(), 1), grid)
+                ax.plot(2 ** grid, 2 ** fit, color=color, lw=1.5, ls="--", label=label)
+                if (name, optimizer) in replicates:
+                    lo, hi = slope_band(*replicates[(name, optimizer)], grid)
+                    ax.fill_between(2 ** grid, 2 ** lo, 2 ** hi, color=color, alpha=0.15, lw=0)
             bound = g["bound"].to_numpy()
-            ax.scatter(g["width"].to_numpy()[~bound], g["best_lr"].to_numpy()[~bound], color=colors[name], s=36,
-                       zorder=3)
-            ax.scatter(g["width"].to_numpy()[bound], g["best_lr"].to_numpy()[bound], facecolor="white",
-                       edgecolor=colors[name], s=48, linewidth=1.5, zorder=3)
-        ax.set(xscale="log", yscale="log", xlabel="width", ylabel="optimal learning rate", title=optimizer)
+            ax.scatter(widths[~bound], lr[~bound], color=color, s=36, zorder=4,
+                       label=None if t["slope"] is not None else label)
+            if bound.any():
+                bounds = True
+                ax.scatter(widths[bound], lr[bound], facecolor="white", edgecolor=color, s=48, linewidth=1.5,
+                           zorder=4)
+        ax.set(xlabel="width", ylabel="optimal learning rate", title=optimizer)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
-        ax.legend(fontsize=8, title="hollow: bound", title_fontsize=8)
-    fig.suptitle("Optimal learning rate against width (flat = transfers)")
+        handles, labels = ax.get_legend_handles_labels()
+        if bounds:
+            handles.append(plt.Line2D([], [], ls="", marker="o", mfc="white", mec="0.3", ms=7))
+            labels.append("bound (grid edge)")
+        ax.legend(handles, labels, fontsize=8)
+    fig.suptitle(f"Optimal learning rate against width on {analysis.metric} (bars, band: 90%; flat = transfers)")
     fig.tight_layout()
     return save(fig, out, "optimum_vs_width")
+
+
+def optimum_vs_horizon(analysis: Analysis, out: Path) -> list[Path]:
+    """optimum_vs_horizon.{png,svg}: each width's optimum against the horizon (percent of the steps), one panel per
+    parametrization (rows: optimizers); empty when trials record one horizon."""
+    h = analysis.horizon
+    if h.is_empty():
+        return []
+    sns.set_theme(style="whitegrid", context="notebook")
+    optimizers, names = _panels(analysis)
+    colors = width_colors(h["width"].unique().to_list())
+    fig, axes = plt.subplots(len(optimizers), len(names), figsize=(4.6 * len(names), 3.6 * len(optimizers)),
+                             squeeze=False, sharey=True)
+    for r, optimizer in enumerate(optimizers):
+        for c, name in enumerate(names):
+            ax = axes[r][c]
+            mine = h.filter((pl.col("optimizer") == optimizer) & (pl.col("parametrization") == name))
+            for (w,), g in mine.sort("width", "horizon").group_by("width", maintain_order=True):
+                lr = g["best_lr"].to_numpy()
+                ax.errorbar(g["horizon"], lr, yerr=[lr - g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy() - lr],
+                            color=colors[w], marker="o", ms=4, lw=1.4, capsize=3, label=f"width {w}")
+            ax.set(title=f"{name} · {optimizer}", xlabel="horizon (% of the steps)", ylabel="optimal learning rate")
+            ax.set_yscale("log", base=2)
+            ax.set_xticks(sorted(h["horizon"].unique().to_list()))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.suptitle("Optimum against the training horizon (bars: 90%): still sloping at 100% = the budget is too short")
+    fig.tight_layout()
+    return save(fig, out, "optimum_vs_horizon")
 
 
 def all_figures(analysis: Analysis, out: Path) -> list[Path]:
     """Every sweep figure; an empty list when no trial has finished yet."""
     if analysis.curves.filter(pl.col("n_seeds") > 0).is_empty():
         return []
-    return [*loss_vs_lr(analysis, out), *loss_vs_lr(analysis, out, shifted=True), *optimum_vs_width(analysis, out)]
+    return [*loss_vs_lr(analysis, out), *loss_vs_lr(analysis, out, shifted=True), *optimum_vs_width(analysis, out),
+            *optimum_vs_horizon(analysis, out)]
 

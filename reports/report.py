@@ -19,6 +19,7 @@ from deltamup.reports.analysis import Analysis, analyze, write_tables
 from deltamup.sweeps import cost
 
 from . import coord, html, plots
+from .interpretation import interpretation
 from .summary import summary_markdown
 
 # cost_total.csv and cost.csv (the columns are sweeps/cost.py's)
@@ -27,8 +28,11 @@ COST_TOTAL_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.
 COST_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
                "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
 
-OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "best_lr", "best_lr_grid", "best_loss", "best_loss_se",
-                "n_seeds", "refined", "bound", "edge", "n_diverged_lrs", "loss_lost"]
+OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "metric", "best_lr", "best_lr_lo", "best_lr_hi",
+                "interval_method", "best_lr_grid", "best_loss", "best_loss_se", "n_seeds", "refined", "bound", "edge",
+                "n_diverged_lrs", "loss_lost"]
+VERDICTS_SHOWN = ["parametrization", "optimizer", "metric", "verdict", "slope", "slope_lo", "slope_hi",
+                  "spread_octaves", "spread_lo", "spread_hi", "n_seeds", "interval_method", "verdict_note"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,9 @@ def _status(a: Analysis) -> str:
     t = a.sweep.trials
     counts = (t["status"].value_counts().sort("status").iter_rows() if "status" in t.columns else [("ok", len(t))])
     summary = ", ".join(f"{n} {s}" for s, n in counts)
-    parts = [f"<p>{len(t)} trials ({summary or 'none yet'}); optimum from <b>{a.metric}</b>, the seed-mean per LR "
-             "(a diverged seed makes its LR diverged), refined by a parabola in log2(LR).</p>"]
+    parts = [f"<p>{len(t)} trials ({summary or 'none yet'}); optimum (best_lr) from <b>{a.metric}</b>, the seed-mean "
+             "per LR (a diverged seed makes its LR diverged), refined by a parabola in log2(LR); best_lr_grid is the "
+             "grid point with the lowest seed-mean.</p>"]
     if a.missing.is_empty():
         parts.append('<p class="ok">Every trial of the spec\'s grid has a result.</p>')
     else:
@@ -97,26 +102,51 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
     for name, table in (("cost_total", spent), ("cost", per_width)):
         table.write_csv(out / f"{name}.csv")
         files.append(out / f"{name}.csv")
-    say("figures: loss vs LR, shifted loss, optimum vs width")
+    say("figures: loss vs LR, shifted loss, optimum vs width (and vs horizon)")
     figures = plots.all_figures(a, out)
     files += figures
     pngs = {p.stem: p for p in figures if p.suffix == ".png"}
     sections = [("Status", _status(a))]
     if not a.transfer.is_empty():
-        sections.append(("Transfer", "<p>spread_octaves: max − min of log2(best LR) over widths (0 = perfect "
-                                     "transfer); slope: of log2(best LR) against log2(width); max_loss_lost: the "
-                                     "worst loss paid at any width for using the base width's best LR; "
-                                     "wider_better(_at_base_lr): the best loss (the loss at the base width's best "
-                                     "LR) falls with every step in width.</p>"
+        sections.insert(0, ("Verdict", f'<p class="verdict">{_html.escape(interpretation(a))}</p>'))
+        sections.append(("Transfer", f"<p>Metric: <b>{a.metric}</b>. verdict: transfers when the slope's 90% "
+                                     "interval lies inside ±0.25, drifts when it excludes 0, else undetermined "
+                                     "(verdict_note says why; docs/verdicts.md). slope: of log2(best LR) against "
+                                     "log2(width), with its interval (slope_lo, slope_hi); spread_octaves: max − min "
+                                     "of log2(best LR) over widths (0 = perfect transfer), spread_lo/hi: the range the "
+                                     "widths' intervals allow; max_loss_lost: the worst loss paid at any width for "
+                                     "using the base width's best LR; wider_better(_at_base_lr): the best loss (the "
+                                     "loss at the base width's best LR) falls with every step in width; steps, "
+                                     "tokens_per_trial, depth: the budget.</p>"
                          + html.table(a.transfer)))
+        others = a.verdicts.filter(pl.col("metric") != a.metric)
+        if not others.is_empty():
+            headline = a.transfer.select("parametrization", "optimizer", pl.col("verdict").alias("headline"))
+            shown = (others.select(VERDICTS_SHOWN).join(headline, on=["parametrization", "optimizer"], how="left")
+                     .with_columns((pl.col("verdict") != pl.col("headline")).alias("disagrees")).drop("headline"))
+            sections.append(("Verdict under the other metrics", "<p>The same verdict on every other loss the trials "
+                             "record (highlighted: it disagrees with the headline metric's). All: verdicts.csv.</p>"
+                             + html.table(shown, row_class="disagrees")))
         shown = a.optima.select([c for c in OPTIMA_SHOWN if c in a.optima.columns])
         sections.append(("Optimum per width", html.table(shown, row_class="bound")
-                         + "<p>Highlighted rows are bounds (optimum on the grid's edge). All columns: optima.csv."
-                           "</p>"))
-        captions = {"loss_vs_lr": "Loss against learning rate, one line per width; ★ optimum, ◀/▶ a bound, "
-                                  "✕ diverged; error bars: standard error across seeds.",
+                         + "<p>best_lr_lo, best_lr_hi: the 90% interval (interval_method seeds: a bootstrap over "
+                           "seeds; fit: over the fit, with the noise in fit_noise). Highlighted rows are bounds "
+                           "(optimum on the grid's edge). All columns: optima.csv.</p>"))
+        if not a.horizon.is_empty():
+            sections.append(("Horizon", "<p>Each width's optimum at each horizon (percent of the steps) and its shift "
+                             "from the previous horizon with a 90% interval: settled inside ±0.25 octave, moving when "
+                             "the interval excludes 0, else unclear (highlighted: moving). An optimum still moving at "
+                             "100% means the budget is too short to judge transfer. Table: horizon.csv.</p>"
+                             + html.table(a.horizon.with_columns((pl.col("still_moving") == "moving")
+                                                                 .fill_null(False).alias("moving")),
+                                          row_class="moving")))
+        captions = {"loss_vs_lr": "Loss against learning rate, one line per width (band: the seeds' range); ★ "
+                                  "optimum with its 90% interval, ◀/▶ a bound, ✕ diverged.",
                     "shifted_loss": "Shifted loss (loss minus the best loss at that width), as in the GDN-µP paper.",
-                    "optimum_vs_width": "Optimal learning rate against width: flat lines transfer."}
+                    "optimum_vs_width": "Optimal learning rate against width with 90% intervals; dashed: the fitted "
+                                        "slope, shaded: its 90% band. Flat lines transfer.",
+                    "optimum_vs_horizon": "Optimum against the training horizon, 90% intervals: a line still sloping "
+                                          "at 100% means the budget is too short to judge transfer."}
         sections.append(("Figures", "".join(html.image(pngs[k], c) for k, c in captions.items() if k in pngs)))
     sections.append(("Cost", _cost(spent, per_width)))
     for i, check in enumerate(checks):

@@ -11,7 +11,7 @@ import matplotlib.image
 import numpy as np
 import polars as pl
 import pytest
-from test_analysis import MISSING, write_sweep
+from test_analysis import MISSING, WIDTHS, surface_spec, surface_trials, synthetic_trials, write_sweep
 
 from deltamup.reports.report import Report, build_report
 from deltamup.scaling.coord_check import fit_slopes
@@ -101,15 +101,69 @@ def test_figures_are_the_same_bytes_each_time(tmp_path: Path) -> None:
 
 
 def test_summary_is_the_headline_table(report: Report) -> None:
-    """summary.md: one row per parametrization, widths as columns, bounds marked, wider-is-better flags."""
+    """summary.md: the generated paragraph, then one row per parametrization with its verdict and intervals, widths
+    as columns (best LR and its interval), bounds marked, wider-is-better flags."""
     text = (report.out / "summary.md").read_text()
+    assert text.startswith("Verdict on smoothed_loss, 90% intervals (50 steps, 0.0256M tokens per trial, depth 2, "
+                           "widths 256–2048): mup/adamw transfers: slope +0.00 [+0.00, +0.00]")
+    assert "sp/adamw drifts" in text and "What would change it: a wider LR grid where the optimum is on its edge: " \
+        "sp/adamw @2048 (low)" in text
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
     header = rows["parametrization"].split(" | ")
-    assert header[2:6] == ["best LR @256", "best LR @512", "best LR @1024", "best LR @2048"]
+    assert header[2:6] == ["verdict", "slope [90%]", "spread (octaves) [90%]", "seeds"]
+    assert header[6:10] == ["best_lr @256", "best_lr @512", "best_lr @1024", "best_lr @2048"]
     mup, sp = rows["mup"].split(" | "), rows["sp"].split(" | ")
-    assert mup[2:6] == ["0.0063"] * 4 and mup[6] == "0.00"  # 2^-7.3 at every width: perfect transfer
-    assert sp[5] == "≤ 0.00024" and sp[-2:] == ["yes", "**no** |"]  # the bound at 2048 (2^-12); SP's LR does not carry
-    assert "1 of the grid's 216 trials have no result yet" in text
+    assert mup[2:6] == ["**transfers**", "+0.00 [+0.00, +0.00]", "0.00 [0.00, 0.00]", "3 (seeds)"]
+    assert mup[6:10] == ["0.0063 [0.0063, 0.0063]"] * 4  # 2^-7.3 at every width; seed offsets do not move it
+    assert sp[2] == "**drifts**" and sp[9].startswith("≤ 0.00024")  # the bound at 2048 (2^-12)
+    assert sp[-2:] == ["yes", "**no** |"]  # SP's LR does not carry
+    assert "1 of the grid's 216 trials have no result yet" in text and "Metric: smoothed_loss." in text
+
+
+def test_report_of_a_sweep_with_horizons_and_metrics_that_disagree(tmp_path: Path) -> None:
+    """Trials that record val_loss at 25/50/100% of the steps, whose final_train_loss optimum drifts: the page has the
+    horizon section and figure, and lists the disagreeing metric."""
+    trials = surface_trials({"gdn-mup": 0.0}, 3, noise=0.005, horizon_shift={25: 1.5, 50: 0.4})
+    x = np.log2(trials["lr"].to_numpy())
+    tilt = 0.05 * (x + 7.3 + np.log2(trials["width"].to_numpy() / 256)) ** 2 - 0.05 * (x + 7.3) ** 2
+    trials = trials.with_columns(pl.col("final_train_loss") + tilt)
+    report = build_report(write_sweep(tmp_path / "sweep", trials, surface_spec(trials)))
+    page = report.page.read_text()
+    assert "optimum_vs_horizon.png" in {p.name for p in report.files}
+    assert "<h2>Horizon</h2>" in page and '<tr class="moving">' in page
+    assert "<h2>Verdict under the other metrics</h2>" in page and '<tr class="disagrees">' in page
+    assert page.index("<h2>Verdict</h2>") < page.index("<h2>Status</h2>")
+    assert "under final_train_loss, gdn-mup/adamw drifts" in page
+    assert "a longer budget: the optimum still moves with the horizon at gdn-mup/adamw at widths 256, 512, 1024, " \
+           "2048" in page
+    assert (report.out / "horizon.csv").is_file() and (report.out / "verdicts.csv").is_file()
+
+
+def test_legends_list_only_what_is_drawn(tmp_path: Path, monkeypatch) -> None:
+    """No divergence, no bound, one seed: the legends name widths, the optimum and the fitted lines only."""
+    import matplotlib.pyplot as plt
+
+    from deltamup.reports import analysis, plots
+
+    legends: dict[str, list[str]] = {}
+
+    def keep(fig, out, name):  # the figure's legend texts instead of files
+        boxes = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        legends[name] = [t.get_text() for box in boxes for t in box.get_texts()]
+        plt.close(fig)
+        return []
+
+    monkeypatch.setattr(plots, "save", keep)
+    trials = surface_trials({"gdn-mup": 0.0, "sp": -1.0}, 1, noise=0.0)
+    plots.all_figures(analysis.analyze(write_sweep(tmp_path / "sweep", trials, surface_spec(trials))), tmp_path)
+    assert legends["loss_vs_lr"] == [f"width {w}" for w in WIDTHS] + ["optimum, 90% interval"]
+    assert [t.split(":")[0] for t in legends["optimum_vs_width"]] == ["gdn-mup", "sp"]
+    assert "optimum_vs_horizon" not in legends
+    legends.clear()
+    plots.all_figures(analysis.analyze(write_sweep(tmp_path / "bounds", synthetic_trials())), tmp_path)
+    assert legends["loss_vs_lr"][4:] == ["seed range (min–max)", "optimum, 90% interval", "bound (grid edge)",
+                                         "diverged"]
+    assert "bound (grid edge)" in legends["optimum_vs_width"]
 
 
 def test_a_few_blown_up_losses_do_not_flatten_the_panel() -> None:

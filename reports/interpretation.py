@@ -1,0 +1,117 @@
+"""The paragraph at the top of a report and of summary.md, written from the analysis: the verdict per
+parametrization with its intervals, the budget it was measured at, where other metrics or an earlier horizon
+disagree, and what would change it. Plain text (no markup): the page escapes it, Markdown shows it as it is.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from deltamup.reports.analysis import Analysis
+from deltamup.reports.intervals import MIN_SEEDS
+from deltamup.reports.verdict import TOLERANCE
+
+NOISE_FROM = {"seeds": "the seeds this sweep has elsewhere", "residual": "the residual of a quadratic fit around each "
+              "optimum", "floor": "the default floor"}
+
+
+def interval(value: float | None, lo: float | None, hi: float | None, signed: bool = True) -> str:
+    """'+0.05 [−0.18, +0.25]' (signed) or '0.13 [0.00, 0.88]'; '–' without a value."""
+    if value is None:
+        return "–"
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    if lo is None or hi is None:
+        return fmt.format(value)
+    return f"{fmt.format(value)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def budget_text(a: Analysis) -> str:
+    """'300 steps, 4.9M tokens per trial, depth 4, widths 256–1536'."""
+    b, widths = a.budget, sorted(a.optima["width"].unique().to_list())
+    parts = []
+    if b.get("steps"):
+        parts.append(f"{b['steps']} steps, {b['tokens_per_trial'] / 1e6:.3g}M tokens per trial, depth {b['depth']}")
+    if widths:
+        parts.append(f"widths {widths[0]}–{widths[-1]}" if len(widths) > 1 else f"width {widths[0]}")
+    return ", ".join(parts)
+
+
+def verdict_line(t: dict) -> str:
+    """'gdn-mup/adamw undetermined: slope +0.05 [−0.18, +0.25], spread 0.13 [0.00, 0.88] octaves, 1 seed'."""
+    seeds = f"{t['n_seeds']} seed{'s' * (t['n_seeds'] != 1)}"
+    return (f"{t['parametrization']}/{t['optimizer']} {t['verdict']}: slope "
+            f"{interval(t['slope'], t['slope_lo'], t['slope_hi'])}, spread "
+            f"{interval(t['spread_octaves'], t['spread_lo'], t['spread_hi'], signed=False)} octaves, {seeds}")
+
+
+def disagreements(a: Analysis) -> list[str]:
+    """Where another metric (or an earlier horizon) reaches another verdict than the headline metric."""
+    main = {(t["parametrization"], t["optimizer"]): t["verdict"] for t in a.transfer.iter_rows(named=True)}
+    out = []
+    for t in a.verdicts.filter(pl.col("metric") != a.metric).iter_rows(named=True):
+        mine = main.get((t["parametrization"], t["optimizer"]))
+        if mine is not None and t["verdict"] != mine:
+            out.append(f"under {t['metric']}, {t['parametrization']}/{t['optimizer']} {t['verdict']} (slope "
+                       f"{interval(t['slope'], t['slope_lo'], t['slope_hi'])}) where {a.metric} says {mine}")
+    return out
+
+
+def still_moving(a: Analysis) -> list[str]:
+    """'gdn-mup/adamw at widths 512, 1536 (+0.31 to +0.60 octave from 50% to 100% of the steps)' per parametrization
+    and optimizer with a width whose optimum still moves at the last horizon."""
+    if a.horizon.is_empty():
+        return []
+    before, last = sorted(a.horizon["horizon"].unique().to_list())[-2:]
+    moving = a.horizon.filter((pl.col("horizon") == last) & (pl.col("still_moving") == "moving"))
+    out = []
+    for (p, o), g in moving.sort("parametrization", "optimizer", "width").group_by(["parametrization", "optimizer"],
+                                                                                  maintain_order=True):
+        shifts = sorted(g["shift_octaves"].to_list(), key=abs)
+        size = f"{shifts[0]:+.2f}" if len(shifts) == 1 else f"{shifts[0]:+.2f} to {shifts[-1]:+.2f}"
+        widths = ", ".join(map(str, g["width"]))
+        out.append(f"{p}/{o} at width{'s' * (len(g) > 1)} {widths} ({size} octave from {before}% to {last}% of the "
+                   "steps)")
+    return out
+
+
+def what_would_change_it(a: Analysis) -> list[str]:
+    """The concrete things that could turn each undetermined verdict into a confident one (or overturn one)."""
+    t = a.transfer
+    out = []
+    fit = t.filter(pl.col("interval_method") == "fit")
+    if not fit.is_empty():
+        noise = a.optima.filter(pl.col("fit_noise").is_not_null())
+        sigma = (f" (σ = {noise['fit_noise'][0]:.3g} nats, from {NOISE_FROM[noise['fit_noise_from'][0]]})"
+                 if not noise.is_empty() else "")
+        out.append(f"at least {MIN_SEEDS} seeds per width (spec: seeds: [0, 1, 2]): with fewer, the intervals assume "
+                   f"a noise level{sigma} instead of measuring it, and no parametrization can be called transfers")
+    wide = t.filter((pl.col("verdict") == "undetermined") & (pl.col("interval_method") == "seeds")
+                    & (pl.col("n_bound") == 0))
+    for r in wide.iter_rows(named=True):
+        out.append(f"more seeds or a finer LR grid near each optimum for {r['parametrization']}/{r['optimizer']} (its "
+                   f"slope interval is {r['slope_hi'] - r['slope_lo']:.2f} wide; transfers needs it inside "
+                   f"±{TOLERANCE:g})")
+    bounds = a.optima.filter(pl.col("bound"))
+    if not bounds.is_empty():
+        where = ", ".join(f"{r['parametrization']}/{r['optimizer']} @{r['width']} ({r['edge']})"
+                          for r in bounds.iter_rows(named=True))
+        out.append(f"a wider LR grid where the optimum is on its edge: {where}")
+    moving = still_moving(a)
+    if moving:
+        out.append(f"a longer budget: the optimum still moves with the horizon at {', '.join(moving)}")
+    if not out:
+        out.append("only another budget (longer training, other widths or depth): at this one the intervals are "
+                   "measured over seeds and the verdicts are confident")
+    return out
+
+
+def interpretation(a: Analysis) -> str:
+    """One paragraph: verdicts with intervals, budget, disagreements, what would change it."""
+    if a.transfer.is_empty():
+        return "No verdict yet: no width has a finished trial."
+    lines = "; ".join(verdict_line(t) for t in a.transfer.sort("optimizer", "parametrization").iter_rows(named=True))
+    text = (f"Verdict on {a.metric}, 90% intervals ({budget_text(a)}): {lines}. Slope: octaves of optimal LR per "
+            f"octave of width; transfers means its interval lies inside ±{TOLERANCE:g}, drifts that it excludes 0.")
+    other = disagreements(a)
+    if other:
+        text += f" Other metrics disagree: {'; '.join(other)}."
+    return text + f" What would change it: {'; '.join(what_would_change_it(a))}."
