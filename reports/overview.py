@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.console import duration
+from deltamup.reports.interpretation import interval
 
 
 def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:
@@ -29,13 +30,17 @@ def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:
 
 
 def _cell(row: dict | None) -> str:
-    """A study's spread for one parametrization: octaves over how many widths, bounds and the wider-better flag."""
+    """A study's result for one parametrization: the verdict and slope interval (report folders that have them), the
+    spread in octaves over how many widths, bounds and the wider-better flag."""
     if row is None:
         return "–"
     bounds = f", {row['n_bound']} bound{'s' * (row['n_bound'] != 1)}" if row["n_bound"] else ""
     wider = {True: "", False: "; wider **not** better at base LR", None: ""}[row["wider_better_at_base_lr"]]
     widths = f"{row['widths']} width{'s' * (row['widths'] != 1)}"
-    return f"{row['spread_octaves']:.2f} ({widths}{bounds}{wider})"
+    verdict = ""
+    if row.get("verdict") is not None:
+        verdict = f"**{row['verdict']}**, slope {interval(row['slope'], row['slope_lo'], row['slope_hi'])}; "
+    return f"{verdict}{row['spread_octaves']:.2f} ({widths}{bounds}{wider})"
 
 
 def overview_markdown(report_dirs: list[str | Path]) -> str:
@@ -43,7 +48,7 @@ def overview_markdown(report_dirs: list[str | Path]) -> str:
     studies = [load(d) for d in report_dirs]
     names = [name for name, _, _ in studies]
     params = sorted({p for _, t, _ in studies for p in t["parametrization"].to_list()})
-    lines = ["| parametrization | " + " | ".join(f"{n}: spread (octaves)" for n in names) + " |",
+    lines = ["| parametrization | " + " | ".join(f"{n}: verdict, slope [90%]; spread (octaves)" for n in names) + " |",
              "|" + " --- |" * (len(names) + 1)]
     for p in params:
         cells = []
@@ -60,8 +65,10 @@ def overview_markdown(report_dirs: list[str | Path]) -> str:
         gpu = duration(c["gpu_seconds"]) if c.get("gpu_seconds") is not None else "–"
         lines.append(f"| {name} | {c['trials']} | {c['runs']} | {duration(c['wall_seconds'])} | {gpu} | "
                      f"{c['tokens']:,} | {rate} | {busy} |")
-    lines += ["", "Spread: max − min of log₂ of the optimal LR over the widths with an optimum (0 is perfect "
-                  "transfer; one grid step is 1.00); bounds: optima on the LR grid's edge. Wall: the time the "
+    lines += ["", "Verdict: from the 90% interval of the slope of log₂ optimal LR against log₂ width (transfers: "
+                  "inside ±0.25; drifts: excludes 0; docs/verdicts.md). Spread: max − min of log₂ of the optimal LR "
+                  "over the widths with an optimum (0 is perfect transfer; one grid step is 1.00); bounds: optima on "
+                  "the LR grid's edge. Wall: the time the "
                   "sweep's runs held the machine; GPU time: each run's wall × the GPUs its trials ran on. From each "
                   "folder's transfer.csv and cost_total.csv (`deltamup report`)."]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,9 @@
-"""From a sweep's optimum to an export for a target width: which LR, tuned where, with what provenance."""
+"""From a sweep's optimum to an export for a target width: which LR, tuned where, with what provenance.
+
+The export carries the LR tuned at one width to another, which is only justified when the sweep's verdict for that
+parametrization and optimizer is `transfers` (reports/verdict.py). Otherwise it is refused, unless the caller allows
+an unverified export: then the file's provenance says so in `warning`, next to the verdict and its slope interval.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -8,13 +13,29 @@ import polars as pl
 
 from deltamup.parametrizations.export import Export, make_export
 from deltamup.reports.analysis import Analysis
+from deltamup.reports.interpretation import interval
 from deltamup.sweeps.spec import parse
+
+VERDICT_KEYS = ("verdict", "verdict_note", "slope", "slope_lo", "slope_hi", "spread_octaves", "spread_lo",
+                "spread_hi", "n_seeds", "interval_method")
+
+
+def verdict_sentence(t: dict) -> str:
+    """'the transfer verdict for gdn-mup/adamw on val_loss is undetermined (slope +0.05 [−0.18, +0.25] octave per
+    octave of width, 1 seed: …)'."""
+    seeds = f"{t['n_seeds']} seed{'s' * (t['n_seeds'] != 1)}"
+    return (f"the transfer verdict for {t['parametrization']}/{t['optimizer']} on {t['metric']} is {t['verdict']} "
+            f"(slope {interval(t['slope'], t['slope_lo'], t['slope_hi'])} octave per octave of width, {seeds}: "
+            f"{t['verdict_note']})")
 
 
 def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, width: int,
-                      tuned_width: int | None = None, allow_bound: bool = False) -> Export:
+                      tuned_width: int | None = None, allow_bound: bool = False,
+                      allow_unverified: bool = False) -> Export:
     """The export at `width` of the optimum found at `tuned_width` (default: the sweep's smallest width with an
-    optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, or only a bound of one."""
+    optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, only a bound of one (unless
+    allow_bound), or a verdict other than `transfers` for a width other than tuned_width (unless allow_unverified:
+    then provenance["warning"] says so)."""
     rows = analysis.optima.filter((pl.col("parametrization") == parametrization) & (pl.col("optimizer") == optimizer)
                                   & pl.col("best_lr").is_not_null()).sort("width")
     if rows.is_empty():
@@ -30,6 +51,15 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
     if best["bound"] and not allow_bound:
         raise ValueError(f"the optimum at width {tuned_width} is on the {best['edge']} edge of the LR grid "
                          f"({best['best_lr']:g}): a bound, not a value. Extend the grid, or pass --allow-bound")
+    t = analysis.transfer.filter((pl.col("parametrization") == parametrization)
+                                 & (pl.col("optimizer") == optimizer)).row(0, named=True)
+    warning = None
+    if t["verdict"] != "transfers" and width != tuned_width:
+        if not allow_unverified:
+            raise ValueError(f"{verdict_sentence(t)}: its LR is not shown to carry from width {tuned_width} to "
+                             f"{width}; pass --allow-unverified to export it anyway")
+        warning = (f"UNVERIFIED: {verdict_sentence(t)}; the LR tuned at width {tuned_width} is not shown to carry to "
+                   f"width {width}")
     spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec}, open_task=False)
     train = dict(spec.train)
     weight_decay = float(train.pop("weight_decay", 0.0))
@@ -38,8 +68,10 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
         sweep=str(analysis.sweep.path.resolve()), spec_name=spec.name,
         spec_sha256=hashlib.sha256(spec_file.read_bytes()).hexdigest(), task=spec.task, steps=spec.steps,
         batch_size=spec.batch_size, seq_len=spec.seq_len, metric=analysis.metric,
-        best_lr=best["best_lr"], best_lr_grid=best["best_lr_grid"], refined=best["refined"], bound=best["bound"],
-        edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"], n_seeds=best["n_seeds"],
+        best_lr=best["best_lr"], best_lr_lo=best["best_lr_lo"], best_lr_hi=best["best_lr_hi"],
+        best_lr_grid=best["best_lr_grid"], refined=best["refined"], bound=best["bound"],
+        edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"],
+        **{k: t[k] for k in VERDICT_KEYS}, **({"warning": warning} if warning else {}),
         trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing),
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
     return make_export(parametrization, optimizer, spec.model_config(width), lr=best["best_lr"],

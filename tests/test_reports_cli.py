@@ -42,7 +42,8 @@ def test_export_round_trips_to_the_registrys_param_groups(sweep: Path, tmp_path:
     assert exp.lr == pytest.approx(2 ** x_star("mup", 256)) and exp.tuned_width == 256 and exp.width == 512
     assert exp.weight_decay == SPEC["weight_decay"] and exp.train["warmup_steps"] == SPEC["warmup_steps"]
     assert exp.provenance["sweep"] == str(sweep.resolve()) and exp.provenance["bound"] is False
-    assert exp.provenance["missing_trials"] == 1
+    assert exp.provenance["missing_trials"] == 1 and exp.provenance["verdict"] == "transfers"
+    assert exp.provenance["best_lr_lo"] <= exp.lr <= exp.provenance["best_lr_hi"] and "warning" not in exp.provenance
     model = build_model(ModelConfig(**SPEC["model"], width=512), "mup", "adamw")
     got = exp.build_optimizer(model)
     want = parametrizations.build_optimizer(model, "mup", "adamw", lr=exp.lr, weight_decay=0.1)
@@ -51,14 +52,33 @@ def test_export_round_trips_to_the_registrys_param_groups(sweep: Path, tmp_path:
 
 
 def test_export_refuses_a_bound_unless_allowed(sweep: Path, tmp_path: Path, capsys) -> None:
-    args = ["export", str(sweep), "-p", "sp", "--optimizer", "adamw", "--width", "4096", "--base-width", "2048",
+    args = ["export", str(sweep), "-p", "sp", "--optimizer", "adamw", "--width", "2048", "--base-width", "2048",
             "--out", str(tmp_path / "sp.json")]
     assert main(args) == 2
     assert "on the low edge of the LR grid" in capsys.readouterr().err
     assert not (tmp_path / "sp.json").exists()
-    assert main([*args, "--allow-bound"]) == 0
+    assert main([*args, "--allow-bound"]) == 0  # at the width it was tuned at: no transfer, no verdict needed
     doc = json.loads((tmp_path / "sp.json").read_text())
     assert doc["lr"] == 2.0 ** -12 and doc["provenance"]["bound"] is True and doc["tuned_width"] == 2048
+    assert "warning" not in doc["provenance"]
+
+
+def test_export_refuses_an_lr_that_does_not_transfer(sweep: Path, tmp_path: Path, capsys) -> None:
+    """SP drifts: exporting its width-256 LR for width 1024 is refused with one line naming the verdict and the
+    flag; with --allow-unverified the console warns and the file's provenance carries the warning."""
+    out = tmp_path / "sp.yaml"
+    args = ["export", str(sweep), "-p", "sp", "--optimizer", "adamw", "--width", "1024", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the transfer verdict for sp/adamw on smoothed_loss is drifts (slope -2.33" in err[0]
+    assert "pass --allow-unverified to export it anyway" in err[0] and not out.exists()
+    assert main([*args, "--allow-unverified"]) == 0
+    captured = capsys.readouterr()
+    assert "WARNING (--allow-unverified): UNVERIFIED: the transfer verdict for sp/adamw" in captured.err
+    exp = parametrizations.load_export(out)
+    assert exp.provenance["verdict"] == "drifts" and exp.provenance["warning"].startswith("UNVERIFIED: ")
+    assert exp.provenance["slope_hi"] < -2 and exp.provenance["n_seeds"] == 3
+    assert "UNVERIFIED" in out.read_text()  # in the file a user opens, not only in the parsed document
 
 
 def test_export_fla_config(sweep: Path, tmp_path: Path) -> None:
@@ -86,8 +106,8 @@ def test_export_bad_input(sweep: Path, tmp_path: Path, capsys, args: list[str], 
 
 
 def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys) -> None:
-    """Two report folders of the synthetic sweep (the second as an 'sgd' study): µP's spread 0.00, SP's bound and
-    its base LR not carrying; a cost row per study; the Markdown written to --out as printed."""
+    """Two report folders of the synthetic sweep (the second as an 'sgd' study): µP transfers, spread 0.00; SP's
+    bound and its base LR not carrying; a cost row per study; the Markdown written to --out as printed."""
     for name in ("study-a", "study-b"):
         assert main(["report", str(sweep), "--out", str(tmp_path / name)]) == 0
     capsys.readouterr()
@@ -96,8 +116,9 @@ def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys)
     text = capsys.readouterr().out
     assert out.read_text() == text
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    assert rows["parametrization"].startswith("| parametrization | study-a: spread (octaves) | study-b: spread")
-    assert "| 0.00 (4 widths) | 0.00 (4 widths) |" in rows["mup"]
+    assert rows["parametrization"].startswith("| parametrization | study-a: verdict, slope [90%]; spread (octaves) | "
+                                              "study-b: verdict")
+    assert "| **transfers**, slope +0.00 [+0.00, +0.00]; 0.00 (4 widths) | **transfers**" in rows["mup"]
     assert "(4 widths, 1 bound; wider **not** better at base LR)" in rows["sp"]
     assert rows["study-a"].startswith("| study-a | 0 | 0 |")  # trials.parquet only: no engine records, no runs
 

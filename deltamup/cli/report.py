@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--base-width", type=int, default=None,
                    help="the sweep width whose optimum LR is transferred (default: the smallest with an optimum)")
     e.add_argument("--allow-bound", action="store_true", help="export an optimum on the LR grid's edge anyway")
+    e.add_argument("--allow-unverified", action="store_true",
+                   help="export even when the sweep's verdict for this parametrization is not 'transfers' (the file "
+                        "and the console then say so)")
     e.set_defaults(run=run_export)
 
 
@@ -45,6 +48,33 @@ def _progress(message: str) -> None:
 
 def _fmt(value) -> str:
     return "–" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def print_verdicts(a) -> None:
+    """The optima with their intervals, the verdict per parametrization and the generated paragraph (an Analysis)."""
+    from deltamup.reports.interpretation import interpretation, interval
+
+    rows = [{"parametrization": r["parametrization"], "optimizer": r["optimizer"], "width": r["width"],
+             "best_lr": _fmt(r["best_lr"]), "90% interval": f"[{_fmt(r['best_lr_lo'])}, {_fmt(r['best_lr_hi'])}]",
+             "from": r["interval_method"] or "–", "best_lr_grid": _fmt(r["best_lr_grid"]),
+             "best_loss": _fmt(r["best_loss"]), "bound": _fmt(r["bound"]), "loss_lost": _fmt(r["loss_lost"])}
+            for r in a.optima.iter_rows(named=True)]
+    if not rows:
+        print("no finished trials yet")
+        return
+    print(f"optimum per width on {a.metric} (best_lr: fitted vertex; best_lr_grid: grid argmin)")
+    print_table(rows)
+    print()
+    print(f"transfer on {a.metric} (slope: octaves of optimum per octave of width; 90% intervals)")
+    print_table([{"parametrization": t["parametrization"], "optimizer": t["optimizer"], "verdict": t["verdict"],
+                  "slope": interval(t["slope"], t["slope_lo"], t["slope_hi"]),
+                  "spread": interval(t["spread_octaves"], t["spread_lo"], t["spread_hi"], signed=False),
+                  "seeds": f"{t['n_seeds']} ({t['interval_method']})", "widths": t["widths"],
+                  "wider_better_at_base_lr": _fmt(t["wider_better_at_base_lr"])}
+                 for t in a.transfer.iter_rows(named=True)])
+    print()
+    print(interpretation(a))
+    print()
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -57,16 +87,7 @@ def run_report(args: argparse.Namespace) -> int:
     out = writable_dir(args.out) if args.out else None
     report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
     a = report.analysis
-    rows = [{k: _fmt(v) for k, v in r.items()} for r in a.optima.select(
-        "parametrization", "optimizer", "width", "best_lr", "best_loss", "best_loss_se", "bound", "loss_lost")
-        .iter_rows(named=True)]
-    if rows:
-        print_table(rows)
-        print()
-        print_table([{k: _fmt(v) for k, v in r.items()} for r in a.transfer.iter_rows(named=True)])
-        print()
-    else:
-        print("no finished trials yet")
+    print_verdicts(a)
     if not a.missing.is_empty():
         print(f"incomplete: {len(a.missing)} of {a.grid_size} grid trials have no result yet "
               f"(listed in {report.out}/missing.csv)")
@@ -104,8 +125,13 @@ def run_export(args: argparse.Namespace) -> int:
     writable_dir(str(out.parent) if str(out.parent) else ".")
     analysis = analyze(args.sweep_dir)
     export = export_from_sweep(analysis, args.parametrization, args.optimizer, args.width, args.base_width,
-                               args.allow_bound)
+                               args.allow_bound, args.allow_unverified)
     write_export(export, out, fmt)
+    warning = export.provenance.get("warning")
+    if warning:
+        rule = "!" * 100
+        print(f"{rule}\nWARNING (--allow-unverified): {warning}.\nThe file's provenance carries this warning.\n{rule}",
+              file=sys.stderr, flush=True)
     hidden = export.groups["hidden"]
     print(f"{export.parametrization} · {export.optimizer}: LR {export.lr:.4g} tuned at width {export.tuned_width} "
           f"→ width {export.width} (m = {export.width_mult:g}); hidden LR {hidden.lr:.4g}, init std "
