@@ -1,5 +1,7 @@
 """What a running sweep prints: one line per width (done / running / diverged / errors, ETA) instead of Ray's
-tables, and a summary per (parametrization, optimizer, width) at the end."""
+tables, and a summary per (parametrization, optimizer, width) at the end. The summary's LR is `best_lr_grid`: the
+grid LR with the lowest seed-mean smoothed train loss; `deltamup report` fits the optimum (`best_lr`) on the
+validation loss, with its interval and the transfer verdict."""
 from __future__ import annotations
 
 import math
@@ -73,7 +75,8 @@ class Progress(Callback):
 
 
 def best_lr(records: list[dict[str, Any]]) -> tuple[float | None, float]:
-    """(LR with the lowest seed-mean smoothed loss, that loss); diverged and errored trials count as inf."""
+    """(best_lr_grid: the LR with the lowest seed-mean smoothed train loss, that loss); diverged and errored trials
+    count as inf."""
     by_lr: dict[float, list[float]] = defaultdict(list)
     for r in records:
         by_lr[r["lr"]].append(r.get("smoothed_loss", math.inf) if r["status"] == "ok" else math.inf)
@@ -104,8 +107,12 @@ def print_summary(out: Path) -> None:
         counts = Counter(r["status"] for r in group)
         rows.append({"parametrization": parametrization, "optimizer": optimizer, "width": width,
                      "trials": len(group), "diverged": counts["diverged"], "errors": counts["error"],
-                     "best_lr": f"{lr:.3g}" if lr is not None and math.isfinite(loss) else "-",
+                     "best_lr_grid (smoothed train loss)": f"{lr:.3g}" if lr is not None and math.isfinite(loss)
+                     else "-",
                      "smoothed_loss": f"{loss:.4f}" if math.isfinite(loss) else "inf",
                      "tokens/s/trial": f"{statistics.fmean(speeds):,.0f}" if speeds else "-",
                      "gpu_util%": f"{statistics.fmean(utils):.0f}" if utils else "-"})
     print_table(rows)
+    if rows:
+        print(f"best_lr_grid: the grid LR with the lowest smoothed train loss; the fitted optimum with its 90% "
+              f"interval and the transfer verdict: deltamup report {out}")
