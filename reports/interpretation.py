@@ -8,7 +8,7 @@ import polars as pl
 
 from deltamup.reports.analysis import Analysis
 from deltamup.reports.intervals import MIN_SEEDS
-from deltamup.reports.verdict import TOLERANCE
+from deltamup.reports.verdict import TOLERANCE, suggestion
 
 NOISE_FROM = {"seeds": "the seeds this sweep has elsewhere", "residual": "the residual of a quadratic fit around each "
               "optimum", "floor": "the default floor"}
@@ -36,9 +36,12 @@ def budget_text(a: Analysis) -> str:
 
 
 def verdict_line(t: dict) -> str:
-    """'gdn-mup/adamw undetermined: slope +0.05 [−0.18, +0.25], spread 0.13 [0.00, 0.88] octaves, 1 seed'."""
+    """'sp/adamw undetermined (fit-based interval; it suggests a drift): slope −0.66 [−1.05, −0.26], spread 1.65
+    [0.30, 3.15] octaves, 1 seed'."""
     seeds = f"{t['n_seeds']} seed{'s' * (t['n_seeds'] != 1)}"
-    return (f"{t['parametrization']}/{t['optimizer']} {t['verdict']}: slope "
+    hint = suggestion(t["slope_lo"], t["slope_hi"]) if t["interval_method"] == "fit" else None
+    hint = f" (fit-based interval; it suggests {hint})" if hint else ""
+    return (f"{t['parametrization']}/{t['optimizer']} {t['verdict']}{hint}: slope "
             f"{interval(t['slope'], t['slope_lo'], t['slope_hi'])}, spread "
             f"{interval(t['spread_octaves'], t['spread_lo'], t['spread_hi'], signed=False)} octaves, {seeds}")
 
@@ -83,7 +86,7 @@ def what_would_change_it(a: Analysis) -> list[str]:
         sigma = (f" (σ = {noise['fit_noise'][0]:.3g} nats, from {NOISE_FROM[noise['fit_noise_from'][0]]})"
                  if not noise.is_empty() else "")
         out.append(f"at least {MIN_SEEDS} seeds per width (spec: seeds: [0, 1, 2]): with fewer, the intervals assume "
-                   f"a noise level{sigma} instead of measuring it, and no parametrization can be called transfers")
+                   f"a noise level{sigma} instead of measuring it, and no verdict is confident")
     wide = t.filter((pl.col("verdict") == "undetermined") & (pl.col("interval_method") == "seeds")
                     & (pl.col("n_bound") == 0))
     for r in wide.iter_rows(named=True):

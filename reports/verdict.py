@@ -3,13 +3,17 @@ against log2(width), in octaves of optimum per octave of width (0: the LR transf
 
 - transfers     the interval lies inside ±TOLERANCE, every width's interval is a seed bootstrap (at least
                 MIN_SEEDS seeds at its optimum), and no optimum is a bound (grid edge);
-- drifts        the interval excludes 0 and does not lie inside ±TOLERANCE, and no bound could undo that (each
-                bound's true optimum lies beyond the grid edge, which may only steepen the drift);
+- drifts        the interval excludes 0 and does not lie inside ±TOLERANCE, every width's interval is a seed
+                bootstrap, and no bound could undo that (each bound's true optimum lies beyond the grid edge, which
+                may only steepen the drift);
 - undetermined  everything else, and fewer than two widths with an optimum.
 
-A fit-based interval (fewer seeds) assumes its noise level instead of measuring it: it can show a drift much larger
-than that noise, but never `transfers`. The same rule reads the shift of a width's optimum between two horizons
-(`classify`): settled (inside ±TOLERANCE octave), moving (excludes 0, not inside), unclear.
+A fit-based interval (fewer seeds) assumes its noise level instead of measuring it, and a seed's noise is not the
+white noise it assumes (one seed's curve is off the mean by a smooth, LR-correlated amount): on a committed CPU
+sweep one seed alone gives a fit interval that excludes 0 by 0.6 octave per octave where three seeds do not. So it
+yields no confident verdict either way; `suggestion` says what it points to ("a drift", "transfer"), and the verdict
+stays undetermined. The same rule reads the shift of a width's optimum between two horizons (`classify`): settled
+(inside ±TOLERANCE octave), moving (excludes 0, not inside), unclear.
 """
 from __future__ import annotations
 
@@ -28,6 +32,11 @@ def classify(lo: float | None, hi: float | None, tolerance: float = TOLERANCE) -
     if -tolerance <= lo and hi <= tolerance:
         return "inside"
     return "excludes_zero" if lo > 0 or hi < 0 else "unclear"
+
+
+def suggestion(lo: float | None, hi: float | None) -> str | None:
+    """What an interval points to when it cannot decide (a fit-based one): 'a drift', 'transfer' or None."""
+    return {"inside": "transfer", "excludes_zero": "a drift"}.get(classify(lo, hi))
 
 
 def bounds_agree(log2_widths: np.ndarray, edges: list[str | None], direction: float) -> bool:
@@ -50,19 +59,19 @@ def verdict(slope_lo: float | None, slope_hi: float | None, n_seeds: int, method
         return "undetermined", "fewer than two widths with an optimum"
     where = classify(slope_lo, slope_hi)
     bounds = [f"{2 ** x:.0f} ({e} edge)" for x, e in zip(log2_widths, edges) if e]
+    if method == "fit":
+        noise = f", σ = {fit_noise:.3g} nats assumed" if fit_noise is not None else ""
+        seeds = "one seed" if n_seeds == 1 else f"{n_seeds} seeds"
+        hint = suggestion(slope_lo, slope_hi)
+        hint = f"; it suggests {hint}" if hint else ""
+        return "undetermined", (f"{seeds} at some width (a verdict needs ≥ {MIN_SEEDS}): the interval is fit-based"
+                                f"{noise}{hint}")
     if where == "excludes_zero":
         if bounds_agree(log2_widths, edges, (slope_lo + slope_hi) / 2):
             return "drifts", "the slope's interval excludes 0"
         return "undetermined", f"the slope's interval excludes 0, but a bound could undo it: {', '.join(bounds)}"
-    reasons = []
     if where == "unclear":
-        reasons.append(f"the slope's interval is not inside ±{TOLERANCE:g}")
-    if method == "fit":
-        noise = f", σ = {fit_noise:.3g} nats assumed" if fit_noise is not None else ""
-        seeds = "one seed" if n_seeds == 1 else f"{n_seeds} seeds"
-        reasons.append(f"{seeds} at some width (transfers needs ≥ {MIN_SEEDS}): the interval is fit-based{noise}")
+        return "undetermined", f"the slope's interval is not inside ±{TOLERANCE:g} and includes 0"
     if bounds:
-        reasons.append(f"optimum on the LR grid's edge at {', '.join(bounds)}")
-    if not reasons:
-        return "transfers", f"the slope's interval lies inside ±{TOLERANCE:g} with ≥ {MIN_SEEDS} seeds"
-    return "undetermined", "; ".join(reasons)
+        return "undetermined", f"optimum on the LR grid's edge at {', '.join(bounds)}"
+    return "transfers", f"the slope's interval lies inside ±{TOLERANCE:g} with ≥ {MIN_SEEDS} seeds"

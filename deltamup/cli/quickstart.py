@@ -75,10 +75,13 @@ def verdict_lines(analysis) -> list[str]:
     if all(found.get(p) == v for p, v in SHOWN.items()):
         lines.append("At this budget the quick-start shows the effect: SP's optimal LR drifts with width and "
                      "GDN-µP's transfers.")
-    else:
-        lines.append("This CPU budget only shows the machinery (sweep, intervals, verdicts, export), not the effect: "
-                     "it cannot show SP's drift and GDN-µP's transfer with intervals that support them. The GPU study "
-                     f"that measures them: {STUDY} (its README has the commands).")
+        return lines
+    shown = [f"{p} {v}" for p, v in SHOWN.items() if found.get(p) == v]
+    missing = [f"{p} is {found.get(p, 'missing')} (the effect: {v})" for p, v in SHOWN.items() if found.get(p) != v]
+    lines.append(f"This CPU budget cannot show the effect: {'; '.join(missing)}"
+                 + (f" (measured: {', '.join(shown)})" if shown else "") + ". It shows the machinery (sweep, seeds, "
+                 f"intervals, verdicts, export). The GPU study that measures the effect: {STUDY} (its README has "
+                 "the commands).")
     return lines
 
 
