@@ -67,8 +67,8 @@ def _legend_extras(drawn: set[str]) -> tuple[list, list[str]]:
     entries = {"band": (plt.Rectangle((0, 0), 1, 1, color="0.6", alpha=0.25), "seed range (min–max)"),
                "optimum": (plt.Line2D([], [], ls="-", marker="*", color="0.3", markeredgecolor="black", ms=9),
                            "optimum, 90% interval"),
-               "bound": (plt.Line2D([], [], ls="", marker="<", color="0.3", markeredgecolor="black", ms=9),
-                         "bound (grid edge)"),
+               **{f"bound-{edge}": (plt.Line2D([], [], ls="", marker=m, color="0.3", markeredgecolor="black", ms=9),
+                                    f"bound ({edge} edge of the grid)") for edge, m in EDGE_MARKERS.items()},
                "diverged": (plt.Line2D([], [], ls="", marker="x", color="0.3", ms=7), "diverged")}
     shown = [entries[k] for k in entries if k in drawn]
     return [h for h, _ in shown], [label for _, label in shown]
@@ -121,7 +121,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                                 color=colors[o["width"]], lw=1.2, capsize=3, zorder=4)
                 ax.scatter([o["best_lr"]], [y], marker=EDGE_MARKERS.get(o["edge"], "*"), s=150,
                            color=colors[o["width"]], edgecolor="black", linewidth=0.8, zorder=5)
-                drawn.add("bound" if o["bound"] else "optimum")
+                drawn.add(f"bound-{o['edge']}" if o["bound"] else "optimum")
             if len(curves.filter(~pl.col("loss").is_finite())):
                 ax.axhline(above, color="0.6", lw=0.6, ls=":")
                 ax.text(0.01, above, "✕ diverged", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8,

@@ -32,7 +32,7 @@ OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "metric", "best_lr", "b
                 "interval_method", "best_lr_grid", "best_loss", "best_loss_se", "n_seeds", "refined", "bound", "edge",
                 "n_diverged_lrs", "loss_lost"]
 VERDICTS_SHOWN = ["parametrization", "optimizer", "metric", "verdict", "slope", "slope_lo", "slope_hi",
-                  "spread_octaves", "spread_lo", "spread_hi", "n_seeds", "interval_method", "verdict_note"]
+                  "spread_octaves", "spread_lo", "spread_hi", "n_seeds", "interval_method"]
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,11 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
                                      "using the base width's best LR; wider_better(_at_base_lr): the best loss (the "
                                      "loss at the base width's best LR) falls with every step in width; steps, "
                                      "tokens_per_trial, depth: the budget.</p>"
-                         + html.table(a.transfer)))
+                         + html.table(a.transfer.drop("verdict_note"))
+                         + "<ul>" + "".join(f"<li>{_html.escape(p)}/{_html.escape(o)}: {v} — {_html.escape(n)}</li>"
+                                            for p, o, v, n in a.transfer.select("parametrization", "optimizer",
+                                                                                "verdict", "verdict_note").iter_rows())
+                         + "</ul>"))
         others = a.verdicts.filter(pl.col("metric") != a.metric)
         if not others.is_empty():
             headline = a.transfer.select("parametrization", "optimizer", pl.col("verdict").alias("headline"))

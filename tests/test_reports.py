@@ -161,8 +161,8 @@ def test_legends_list_only_what_is_drawn(tmp_path: Path, monkeypatch) -> None:
     assert "optimum_vs_horizon" not in legends
     legends.clear()
     plots.all_figures(analysis.analyze(write_sweep(tmp_path / "bounds", synthetic_trials())), tmp_path)
-    assert legends["loss_vs_lr"][4:] == ["seed range (min–max)", "optimum, 90% interval", "bound (grid edge)",
-                                         "diverged"]
+    assert legends["loss_vs_lr"][4:] == ["seed range (min–max)", "optimum, 90% interval",
+                                         "bound (low edge of the grid)", "diverged"]
     assert "bound (grid edge)" in legends["optimum_vs_width"]
 
 
