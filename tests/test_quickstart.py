@@ -84,7 +84,7 @@ def test_the_closing_verdict_says_what_the_budget_can_show(tmp_path: Path, seeds
     else:
         assert lines[1].startswith("  gdn-mup/adamw undetermined (fit-based interval; it suggests transfer): slope ")
         assert lines[2].startswith("  sp/adamw undetermined (fit-based interval; it suggests a drift): slope -")
-        assert lines[3].startswith("This CPU budget cannot show the effect: sp is undetermined (the effect: drifts); "
-                                   "gdn-mup is undetermined (the effect: transfers). It shows the machinery")
+        assert lines[3].startswith("This CPU budget cannot show the effect: sp is undetermined (drifts would show "
+                                   "it); gdn-mup is undetermined (transfers would show it). It shows the machinery")
         assert lines[3].endswith(f"The GPU study that measures the effect: {STUDY} (its README has the commands).")
     assert not any("FAIL" in line for line in lines)

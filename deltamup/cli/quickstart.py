@@ -77,11 +77,11 @@ def verdict_lines(analysis) -> list[str]:
                      "GDN-µP's transfers.")
         return lines
     shown = [f"{p} {v}" for p, v in SHOWN.items() if found.get(p) == v]
-    missing = [f"{p} is {found.get(p, 'missing')} (the effect: {v})" for p, v in SHOWN.items() if found.get(p) != v]
+    missing = [f"{p} is {found.get(p, 'missing')} ({v} would show it)" for p, v in SHOWN.items() if found.get(p) != v]
     lines.append(f"This CPU budget cannot show the effect: {'; '.join(missing)}"
-                 + (f" (measured: {', '.join(shown)})" if shown else "") + ". It shows the machinery (sweep, seeds, "
-                 f"intervals, verdicts, export). The GPU study that measures the effect: {STUDY} (its README has "
-                 "the commands).")
+                 + (f", while {' and '.join(shown)} as expected" if shown else "") + ". It shows the machinery "
+                 f"(sweep, seeds, intervals, verdicts, export). The GPU study that measures the effect: {STUDY} (its "
+                 "README has the commands).")
     return lines
 
 
