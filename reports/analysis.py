@@ -13,9 +13,9 @@ only a non-finite value does: a trial may diverge after it); trials that failed 
 "error", …) are left out and counted.
 
 lr_curves — one row per (parametrization, optimizer, width, lr):
-    loss (seed-mean; +inf when any seed diverged), loss_se (standard error across seeds; null with one seed),
-    loss_min, loss_max (the seeds' range; null when a seed diverged), n_seeds (trials that finished), n_diverged,
-    n_failed.
+    metric, loss (seed-mean of `metric`; +inf when any seed diverged), loss_se (standard error across seeds; null
+    with one seed), loss_min, loss_max (the seeds' range; null when a seed diverged), n_seeds (trials that
+    finished), n_diverged, n_failed.
 
 optima — one row per (parametrization, optimizer, width):
     metric            the loss column the optimum is found on
@@ -219,10 +219,11 @@ def trial_losses(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFram
 def lr_curves(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:
     """Seed statistics per (parametrization, optimizer, width, lr): loss, loss_se, loss_min, loss_max, n_seeds,
     n_diverged, n_failed."""
-    return _curves(trial_losses(trials, metric))
+    metric = metric or loss_metric(trials)
+    return _curves(trial_losses(trials, metric), metric)
 
 
-def _curves(t: pl.DataFrame) -> pl.DataFrame:
+def _curves(t: pl.DataFrame, metric: str) -> pl.DataFrame:
     used = pl.col("loss").filter(~pl.col("failed"))
     finite = pl.col("loss").filter(~pl.col("failed") & pl.col("loss").is_finite())
     n = (~pl.col("failed")).sum()
@@ -236,7 +237,7 @@ def _curves(t: pl.DataFrame) -> pl.DataFrame:
         (pl.col("loss").is_infinite() & ~pl.col("failed")).sum().cast(pl.Int64).alias("n_diverged"),
         pl.col("failed").sum().cast(pl.Int64).alias("n_failed"),
     )
-    return out.sort([*KEYS, "lr"])
+    return out.with_columns(pl.lit(metric).alias("metric")).sort([*KEYS, "lr"])
 
 
 EDGES = {-1: "low", 1: "high"}
@@ -326,7 +327,7 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
     metric = metric or loss_metric(trials)
     losses = trial_losses(trials, metric)
     used = losses.filter(~pl.col("failed"))
-    curves = _curves(losses)
+    curves = _curves(losses, metric)
     noise, source = intervals.fit_noise(used, curves, KEYS)
     table = optima(curves, metric)
     replicates: Replicates = {}

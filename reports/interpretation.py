@@ -88,7 +88,7 @@ def what_would_change_it(a: Analysis) -> list[str]:
         out.append(f"at least {MIN_SEEDS} seeds per width (spec: seeds: [0, 1, 2]): with fewer, the intervals assume "
                    f"a noise level{sigma} instead of measuring it, and no verdict is confident")
     wide = t.filter((pl.col("verdict") == "undetermined") & (pl.col("interval_method") == "seeds")
-                    & (pl.col("n_bound") == 0))
+                    & (pl.col("n_bound") == 0) & pl.col("slope_lo").is_not_null())
     for r in wide.iter_rows(named=True):
         out.append(f"more seeds or a finer LR grid near each optimum for {r['parametrization']}/{r['optimizer']} (its "
                    f"slope interval is {r['slope_hi'] - r['slope_lo']:.2f} wide; transfers needs it inside "
@@ -98,6 +98,10 @@ def what_would_change_it(a: Analysis) -> list[str]:
         where = ", ".join(f"{r['parametrization']}/{r['optimizer']} @{r['width']} ({r['edge']})"
                           for r in bounds.iter_rows(named=True))
         out.append(f"a wider LR grid where the optimum is on its edge: {where}")
+    few = t.filter(pl.col("widths") < 2)
+    if not few.is_empty():
+        names = ", ".join(f"{p}/{o}" for p, o in few.select("parametrization", "optimizer").iter_rows())
+        out.append(f"a second width with an optimum for {names}")
     moving = still_moving(a)
     if moving:
         out.append(f"a longer budget: the optimum still moves with the horizon at {', '.join(moving)}")

@@ -217,3 +217,23 @@ def test_on_the_committed_sweep_one_seed_is_never_a_verdict() -> None:
     assert alone["slope_lo"] > 0.5 and alone["verdict_note"].endswith("it suggests a drift")
     three = row(analysis.estimate(trials).transfer, parametrization="gdn-mup")
     assert three["verdict"] == "undetermined" and three["slope_lo"] < 0 < three["slope_hi"]
+
+
+def test_the_sweep_summary_and_the_report_name_their_best_lr_and_metric(tmp_path: Path, capsys) -> None:
+    """The running sweep's summary prints the grid argmin on the smoothed train loss as best_lr_grid; the report
+    prints best_lr (fitted vertex) and best_lr_grid on its metric, each table headed by that metric."""
+    from deltamup.cli import main
+    from deltamup.sweeps import progress, store
+
+    sweep = write_sweep(tmp_path / "sweep")
+    for record in pl.read_parquet(sweep / "trials.parquet").filter(pl.col("width") == 256).to_dicts():
+        store.write_trial(sweep, record, {c: [] for c in store.CURVE_COLUMNS})
+    progress.print_summary(sweep)
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("parametrization"))
+    assert "best_lr_grid (smoothed train loss)" in header and " best_lr " not in f" {header} "
+    assert main(["report", str(sweep), "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert "optimum per width on smoothed_loss (best_lr: fitted vertex; best_lr_grid: grid argmin)" in out
+    assert "transfer on smoothed_loss (slope: octaves of optimum per octave of width; 90% intervals)" in out
+    assert all(pl.read_csv(tmp_path / "report" / f"{name}.csv")["metric"].unique().to_list() == ["smoothed_loss"]
+               for name in ("optima", "transfer", "lr_curves"))
