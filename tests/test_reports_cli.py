@@ -129,7 +129,8 @@ def test_overview_names_a_report_folder_after_its_study(sweep: Path, tmp_path: P
     capsys.readouterr()
     assert main(["overview", str(tmp_path / "gdn-adamw" / "report")]) == 0
     text = capsys.readouterr().out
-    assert "| parametrization | gdn-adamw: spread (octaves) |" in text and "\n| gdn-adamw | 0 | 0 |" in text
+    assert "| parametrization | gdn-adamw: verdict, slope [90%]; spread (octaves) |" in text
+    assert "\n| gdn-adamw | 0 | 0 |" in text
 
 
 def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
