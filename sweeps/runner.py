@@ -95,9 +95,9 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
     launched = 0
     if spec.tracking.mlflow is not None:
-        from .tracking import prepare_mlflow  # imports mlflow, an optional package
+        from .tracking import mlflow_experiment  # imports mlflow, an optional package
 
-        prepare_mlflow(spec.tracking.mlflow, out, spec.name)
+        mlflow_experiment(spec.tracking.mlflow, out, spec.name)
     if todo or spec.search == "optuna" or missing_refine(spec, out):
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             launched += run_grid(spec, out, todo, run, progress_every)

@@ -37,15 +37,15 @@ def mlflow_uri(settings: dict[str, str], out: Path) -> str:
         f"sqlite:///{(Path(out) / DEFAULT_MLFLOW_DB).resolve()}"
 
 
-def prepare_mlflow(settings: dict[str, str], out: Path, sweep: str) -> str:
-    """Creates (or finds) the sweep's MLflow experiment once, on the driver, before any trial starts (so trials do
-    not race to create its tables); returns its id."""
+def mlflow_experiment(settings: dict[str, str], out: Path, sweep: str) -> tuple[Any, str]:
+    """(MLflow client, id of the sweep's experiment), creating the experiment where it does not exist. The driver
+    calls it once before any trial starts, so trials do not race to create the store's tables or the experiment."""
     from mlflow.tracking import MlflowClient  # optional package
 
     client = MlflowClient(tracking_uri=mlflow_uri(settings, out))
     name = settings.get("experiment", sweep)
     found = client.get_experiment_by_name(name)
-    return found.experiment_id if found is not None else client.create_experiment(name)
+    return client, found.experiment_id if found is not None else client.create_experiment(name)
 
 
 class Tracker:
@@ -61,10 +61,9 @@ class Tracker:
         self.mlflow = self.wandb = None
         if tracking.get("mlflow") is not None:
             from mlflow.entities import Param  # optional package
-            from mlflow.tracking import MlflowClient
 
-            self.mlflow = MlflowClient(tracking_uri=mlflow_uri(tracking["mlflow"], Path(cfg["out"])))
-            run = self.mlflow.create_run(cfg["mlflow_experiment"], run_name=cfg["trial_id"],
+            self.mlflow, experiment = mlflow_experiment(tracking["mlflow"], Path(cfg["out"]), cfg["sweep"])
+            run = self.mlflow.create_run(experiment, run_name=cfg["trial_id"],
                                          tags={"trial_id": cfg["trial_id"], "sweep": cfg["sweep"]})
             self.mlflow_run = run.info.run_id
             self.mlflow.log_batch(self.mlflow_run, params=[Param(k, str(v)) for k, v in params.items()])
