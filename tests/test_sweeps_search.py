@@ -110,7 +110,7 @@ def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, tmp_pa
     """A driver running `search: refine` is killed during the refinement; the resume runs exactly the refine trials
     without a row. The refine LRs are the ×√2 neighbours of each width's grid optimum, with the extra seed; every
     trial recorded its horizons and wrote them, with its training curve, to TensorBoard."""
-    spec_path = write_spec(tmp_path, steps=30, log_every=10, search="refine",
+    spec_path = write_spec(tmp_path, steps=16, log_every=4, search="refine",
                            refine={"factor": 2 ** 0.5, "points": 1, "seeds": [0, 1]})
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
@@ -146,12 +146,12 @@ def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, tmp_pa
         expected = {(float(f"{centre * f:.6g}"), s) for f in (2 ** -0.5, 1, 2 ** 0.5) for s in (0, 1)} - {(centre, 0)}
         assert {(r["lr"], r["seed"]) for r in refine} == expected
     steps = spec.eval.horizon_steps(spec.steps)
-    assert steps == {"val_loss_h25": 8, "val_loss_h50": 15, "val_loss_h100": 30}
+    assert steps == {"val_loss_h25": 4, "val_loss_h50": 8, "val_loss_h100": 16}
     row = next(r for r in records if r["phase"] == "grid")
     assert row["val_loss"] == row["val_loss_h100"] and row["val_loss_h25"] > row["val_loss_h50"] > row["val_loss"]
     scalars = tensorboard_scalars(tensorboard_dir(out, row["trial_id"]))
-    assert sorted(scalars["train/loss"]) == sorted(scalars["train/lr"]) == list(range(1, 31))
-    assert sorted(scalars["train/grad_norm"]) == list(range(1, 31))
+    assert sorted(scalars["train/loss"]) == sorted(scalars["train/lr"]) == list(range(1, 17))
+    assert sorted(scalars["train/grad_norm"]) == list(range(1, 17))
     assert scalars["val/loss"] == pytest.approx({step: row[column] for column, step in steps.items()})
 
 
