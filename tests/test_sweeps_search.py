@@ -26,7 +26,7 @@ from deltamup.scaling.train import TrainConfig, train
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.refine import refine_points
-from deltamup.sweeps.runner import run_sweep
+from deltamup.sweeps.runner import prepare_dir, run_sweep
 from deltamup.sweeps.search import storage_url, study_name
 from deltamup.sweeps.tracking import tensorboard_dir
 
@@ -235,3 +235,13 @@ def test_the_new_keys_parse_round_trip_and_override(tmp_path):
     assert spec.refine == specs.RefineSpec(factor=1.414, points=2, seeds=(3, 4))
     assert spec.eval.horizon_steps(spec.steps) == {"val_loss_h20": 2, "val_loss_h100": 12}
     assert specs.parse(spec.to_dict(), open_task=False) == spec
+
+
+def test_a_grid_sweep_can_be_resumed_as_a_refinement_but_not_with_other_horizons(tmp_path):
+    grid = specs.parse(SMALL)
+    prepare_dir(grid, tmp_path, resume=False)
+    refine = specs.parse({**SMALL, "search": "refine", "refine": {"seeds": [0, 1, 2, 3]}})
+    prepare_dir(refine, tmp_path, resume=True)  # `deltamup sweep DIR --resume --set search=refine`
+    assert specs.load(tmp_path / "spec.yaml").refine.seeds == (0, 1, 2, 3)
+    with pytest.raises(ValueError, match="spec field 'eval' differs"):
+        prepare_dir(specs.parse({**SMALL, "eval": {"batches": 2, "horizons": [0.5, 1.0]}}), tmp_path, resume=True)
