@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -101,7 +101,8 @@ class TrainResult:
     diverged_step: int | None = None
     steps: int = 0
     tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0            # training time, on_eval's excluded
+    eval_seconds: float = 0.0       # time spent in on_eval
 
     @property
     def final_loss(self) -> float:
@@ -118,9 +119,12 @@ class TrainResult:
 
 def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: Iterator[Batch],
           on_log: Callable[[int, list[tuple[int, float, float]]], None] | None = None,
-          device: torch.device | str | None = None) -> TrainResult:
+          device: torch.device | str | None = None, eval_steps: Collection[int] = (),
+          on_eval: Callable[[int, TrainResult], None] | None = None) -> TrainResult:
     """Trains `config.steps` steps. Every `log_every` steps the losses are synced, checked (a non-finite loss ends
-    training with diverged=True) and handed to on_log(step, new_rows)."""
+    training with diverged=True) and handed to on_log(step, new_rows). After n steps, n in `eval_steps`, the losses
+    are synced and checked the same way and, unless diverged, on_eval(n, result so far) runs (e.g. a validation
+    loss: the model is in train mode again when the loop continues)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
@@ -134,7 +138,8 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
         result.steps = step + 1
         norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
         pending.append((step, loss.detach(), lr_factor(step, config), norm))
-        if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
+        evaluate = on_eval is not None and step + 1 in eval_steps
+        if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
             # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
             norms = [n for *_, n in pending if n is not None]
             values = torch.stack([loss for _, loss, _, _ in pending] + norms).tolist()
@@ -148,5 +153,10 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
             if bad:
                 result.diverged, result.diverged_step = True, bad[0]
                 break
-    result.seconds = time.perf_counter() - start
+            if evaluate:
+                began = time.perf_counter()
+                on_eval(step + 1, result)
+                model.train()
+                result.eval_seconds += time.perf_counter() - began
+    result.seconds = time.perf_counter() - start - result.eval_seconds
     return result

@@ -5,6 +5,8 @@ lr, seed) → one directory of results (trials.parquet, curves.parquet) that a k
     runner.run_sweep(spec.load(spec.SPECS_DIR / "quickstart.yaml"), out="runs/sweeps/quickstart")
 
 spec (the YAML format, checked before Ray starts), trial (one training run → one record), store (the sweep directory),
-runner (the driver: what is missing, on Ray), tuner (resources and configs handed to Ray Tune), search (Optuna),
-packing (GPU shares from a memory estimate), progress, cost and gpu_monitor (what the run cost).
+runner (the driver: what is missing, on Ray), tuner (resources and configs handed to Ray Tune), refine (a finer grid
+around each width's optimum), search (Optuna), tracking (TensorBoard, MLflow, W&B), packing (GPU shares from a
+memory estimate), progress, cost and gpu_monitor (what the run cost). docs/sweeps.md describes horizons,
+refinement, Optuna and tracking.
 """

@@ -16,6 +16,7 @@ from ray.tune import Callback
 from deltamup.console import duration, print_table
 
 from . import cost, store
+from .refine import best_lr
 
 
 class Progress(Callback):
@@ -44,7 +45,8 @@ class Progress(Callback):
         self.seconds[width].append(time.time() - began)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._finish(trial, (trial.last_result or {}).get("status", "ok"))
+        # a trial Tune stopped (a pruner) ends on an intermediate result, which has no status
+        self._finish(trial, (trial.last_result or {}).get("status", "pruned"))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._finish(trial, "error")
@@ -68,22 +70,11 @@ class Progress(Callback):
             mean = statistics.fmean(self.seconds[width]) if self.seconds[width] else math.inf
             eta = 0.0 if remaining == 0 else remaining * mean / max(1, running)
             earlier = f" (+{self.earlier[width]} earlier)" if self.earlier[width] else ""
+            pruned = f", {counts['pruned']} pruned" if counts["pruned"] else ""
             lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done{earlier} "
-                         f"({counts['diverged']} diverged, {counts['error']} errors), {running} running, "
+                         f"({counts['diverged']} diverged, {counts['error']} errors{pruned}), {running} running, "
                          f"ETA {duration(eta)}")
         print("\n".join(lines), flush=True)
-
-
-def best_lr(records: list[dict[str, Any]]) -> tuple[float | None, float]:
-    """(best_lr_grid: the LR with the lowest seed-mean smoothed train loss, that loss); diverged and errored trials
-    count as inf."""
-    by_lr: dict[float, list[float]] = defaultdict(list)
-    for r in records:
-        by_lr[r["lr"]].append(r.get("smoothed_loss", math.inf) if r["status"] == "ok" else math.inf)
-    if not by_lr:
-        return None, math.inf
-    lr = min(by_lr, key=lambda k: statistics.fmean(by_lr[k]))
-    return lr, statistics.fmean(by_lr[lr])
 
 
 def print_summary(out: Path) -> None:
@@ -93,8 +84,10 @@ def print_summary(out: Path) -> None:
     total = cost.totals(out)
     gpu = f", GPU busy {total['gpu_busy']:.0f}% ({len(samples)} samples)" if total["gpu_busy"] is not None else ""
     gpu_time = f" ({duration(total['gpu_seconds'])} of GPU time)" if total["gpu_seconds"] is not None else ""
+    pruned = f", {status['pruned']} pruned" if status["pruned"] else ""
     print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
-          f"{status['error']} errors) in {total['runs']} run(s), wall {duration(total['wall_seconds'])}{gpu_time}, "
+          f"{status['error']} errors{pruned}) in {total['runs']} run(s), "
+          f"wall {duration(total['wall_seconds'])}{gpu_time}, "
           f"{total['tokens']:,} tokens, {total['tokens_per_s'] or 0:,.0f} tokens/s overall{gpu}")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:

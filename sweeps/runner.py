@@ -1,6 +1,6 @@
-"""Runs a sweep on Ray Tune: the grid's missing trials (and Optuna's, with `search: optuna`), GPU-packed, with a
-compact progress view; the sweep directory (sweeps.store) is the source of truth, so --resume after a kill runs
-exactly the trials without a finished row.
+"""Runs a sweep on Ray Tune: the grid's missing trials, then, with `search: refine`, the refine grid's (sweeps.refine)
+or, with `search: optuna`, Optuna's (sweeps.search), GPU-packed, with a compact progress view; the sweep directory
+(sweeps.store) is the source of truth, so --resume after a kill runs exactly the trials without a finished row.
 
     run_sweep(spec, out, address=None, resume=False)   # local Ray by default (loopback, token auth on)
 """
@@ -17,15 +17,17 @@ from typing import Any
 from deltamup.console import writable_dir
 
 from . import store
+from .refine import grid_centres, refine_points
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
-from .trial import trial_config
+from .trial import trial_config, trial_key
 from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_config
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
-RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent")
+RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "refine", "optuna", "tracking",
+                                 "max_concurrent")
 
 
 def configure_ray_env(local: bool) -> None:
@@ -60,7 +62,9 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
     if address:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
+        # address="local": a new instance even where another one on this machine left /tmp/ray/ray_current_cluster
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 logging_level=logging.WARNING,
                  log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     try:
         yield
@@ -90,9 +94,15 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     store.append_run(out, {"run": run, "started_at": started, "address": address})
     todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
     launched = 0
-    if todo or spec.search == "optuna":
+    if spec.tracking.mlflow is not None:
+        from .tracking import mlflow_experiment  # imports mlflow, an optional package
+
+        mlflow_experiment(spec.tracking.mlflow, out, spec.name)
+    if todo or spec.search == "optuna" or missing_refine(spec, out):
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             launched += run_grid(spec, out, todo, run, progress_every)
+            if spec.search == "refine":
+                launched += run_grid(spec, out, missing_refine(spec, out), run, progress_every, phase="refine")
             if spec.search == "optuna":
                 from .search import run_optuna  # imports Ray: after configure_ray_env
 
@@ -106,18 +116,42 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     if left:
         print(f"{len(left)} grid trial(s) have no finished result (interrupted or errors): "
               f"deltamup sweep {out} --resume runs them")
+    if spec.search == "refine":
+        print_refine_state(spec, out)
     return line
 
 
-def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float) -> int:
-    """Runs `points` as one Tuner over a grid of trial configs; returns how many were launched."""
+def missing_refine(spec: SweepSpec, out: Path) -> list[TrialPoint]:
+    """With `search: refine`, the refine trials the finished grid asks for that have no finished row."""
+    if spec.search != "refine":
+        return []
+    done = store.finished_ids(out)
+    return [p for p in refine_points(spec, store.read_records(out)) if trial_key(p, "refine") not in done]
+
+
+def print_refine_state(spec: SweepSpec, out: Path) -> None:
+    """Says which groups the refinement could not start (grid unfinished, or every grid LR diverged) and what is
+    left of it."""
+    centres = grid_centres(spec, store.read_records(out))
+    waiting = sorted({(p.parametrization, p.optimizer, p.width) for p in spec.grid()} - set(centres))
+    if waiting:
+        print(f"refine: {len(waiting)} group(s) without a grid optimum (grid unfinished or all diverged), not "
+              f"refined: {', '.join(f'{p} {o} w{w}' for p, o, w in waiting)}")
+    left = missing_refine(spec, out)
+    if left:
+        print(f"{len(left)} refine trial(s) have no finished result: deltamup sweep {out} --resume runs them")
+
+
+def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,
+             phase: str = "grid") -> int:
+    """Runs `points` as one Tuner over a grid of trial configs (of `phase`); returns how many were launched."""
     from ray import tune  # Ray is imported once configure_ray_env has set its environment
 
     if not points:
         return 0
-    configs = sorted((trial_config(spec, p, out, run) for p in points), key=trial_cost(spec), reverse=True)
+    configs = sorted((trial_config(spec, p, out, run, phase) for p in points), key=trial_cost(spec), reverse=True)
     tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs)},
-                       tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-grid",
+                       tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-{phase}",
                                                                            [c["point"]["width"] for c in configs],
                                                                            progress_every))
     record_ray_errors(out, tuner.fit())

@@ -12,16 +12,20 @@
     batch_size: 8
     seq_len: 64
     warmup_steps: 6                                            # and any other TrainConfig field but lr/optimizer/seed
-    eval: {batches: 4}
+    eval: {batches: 4, horizons: [0.25, 0.5, 1.0]}             # val_loss_h25, val_loss_h50, val_loss (= _h100)
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
     failure: {retries: 1}
-    search: grid                                               # or optuna (see `optuna:`)
+    search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
+    tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
+
+docs/sweeps.md describes every key with an example.
 
 A malformed field raises SpecError (a ValueError) naming it: "spec field 'lrs[1]': must be positive, got -0.1".
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import types
@@ -40,7 +44,9 @@ from deltamup.scaling.train import TrainConfig
 TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
-SEARCHES = ("grid", "optuna")
+SEARCHES = ("grid", "refine", "optuna")
+PRUNERS = ("median", "none")
+TRACKERS = {"mlflow": ("tracking_uri", "experiment"), "wandb": ("project", "entity", "mode")}  # keys each takes
 SPECS_DIR = Path(__file__).parent / "specs"  # the specs shipped with the package
 
 
@@ -57,6 +63,12 @@ class EvalSpec:
     batch_size: int | None = None    # default: the training batch size
     smooth_last: float = 0.2         # smoothed_loss: EWM of the train loss over this last fraction of the steps
     smooth_span: int = 20            # EWM span, steps
+    horizons: tuple[float, ...] = (0.25, 0.5, 1.0)  # fractions of the steps with a validation loss (1.0: val_loss)
+
+    def horizon_steps(self, steps: int) -> dict[str, int]:
+        """{record column: steps done when it is measured}, e.g. {"val_loss_h25": 15, ..., "val_loss_h100": 60};
+        a step is round(fraction · steps), at least 1."""
+        return {horizon_column(h): max(1, round(h * steps)) for h in self.horizons}
 
 
 @dataclass(frozen=True)
@@ -73,12 +85,34 @@ class FailureSpec:
     retries: int = 1                 # a trial that raises is run again this many times, then recorded as error
 
 
+def horizon_column(fraction: float) -> str:
+    """The record column of a horizon: 0.25 → "val_loss_h25" (whole percent of the steps)."""
+    return f"val_loss_h{round(fraction * 100)}"
+
+
+@dataclass(frozen=True)
+class RefineSpec:
+    factor: float = 2 ** 0.5         # LR ratio between neighbouring refine points, in (1, 2]
+    points: int = 2                  # LRs each side of a width's grid optimum: optimum · factor^k, |k| ≤ points
+    seeds: tuple[int, ...] = (0, 1, 2)  # every refine LR runs with each of these seeds
+
+
 @dataclass(frozen=True)
 class OptunaSpec:
-    trials: int = 6                  # Optuna trials per (parametrization, optimizer, width), after the grid
+    trials: int = 8                  # Optuna trials per (parametrization, optimizer, width), after the grid
     octaves: float = 1.0             # search log2(lr) within ± octaves of that width's best grid LR
     sampler: str = "tpe"             # tpe | random
     seed: int = 0
+    startup_trials: int = 4          # TPE's random start-up (the grid trials it is warm-started with count too)
+    pruner: str = "median"           # median | none: stop a trial whose horizon val loss is worse than the median
+    pruner_startup_trials: int = 4   # no pruning before the study has this many finished trials (grid ones count)
+    pruner_warmup_steps: int = 0     # no pruning at horizons of fewer steps
+
+
+@dataclass(frozen=True)
+class TrackingSpec:
+    mlflow: dict | None = None       # {tracking_uri: ..., experiment: ...} (default experiment: the sweep's name)
+    wandb: dict | None = None        # {project: ..., entity: ..., mode: online | offline | disabled}
 
 
 @dataclass(frozen=True)
@@ -115,7 +149,9 @@ class SweepSpec:
     resources: ResourceSpec = ResourceSpec()
     failure: FailureSpec = FailureSpec()
     search: str = "grid"
+    refine: RefineSpec = RefineSpec()
     optuna: OptunaSpec = OptunaSpec()
+    tracking: TrackingSpec = TrackingSpec()
     max_concurrent: int | None = None
 
     def model_config(self, width: int) -> ModelConfig:
@@ -171,7 +207,8 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
 
 def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
     """A checked SweepSpec from plain data (a parsed YAML file). open_task=False reads a spec as run (which records
-    model.vocab_size) without needing the task's data on this machine, e.g. to report a sweep run elsewhere."""
+    model.vocab_size) without needing the task's data or its tracking packages on this machine, e.g. to report a
+    sweep run elsewhere."""
     known = {f.name for f in dataclasses.fields(SweepSpec)} - {"train"} | set(TRAIN_KEYS)
     for key in raw:
         if key not in known:
@@ -181,7 +218,7 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
     for key, value in raw.items():
         if key in TRAIN_KEYS:
             values["train"][key] = _typed(value, train_hints[key], key)
-        elif key in ("eval", "resources", "failure", "optuna"):
+        elif key in ("eval", "resources", "failure", "refine", "optuna", "tracking"):
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
@@ -194,7 +231,10 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             raise SpecError(key, "required")
     spec = SweepSpec(**values)
     _check(spec)
-    return _with_task_vocab(spec) if open_task else spec
+    if not open_task:
+        return spec
+    _check_tracking_packages(spec.tracking)
+    return _with_task_vocab(spec)
 
 
 def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
@@ -223,7 +263,7 @@ def _check(spec: SweepSpec) -> None:
         _named(f"optimizers[{i}]", parametrizations.check_optimizer, name)
     for name, value in (("steps", spec.steps), ("batch_size", spec.batch_size), ("seq_len", spec.seq_len),
                         ("eval.batches", spec.eval.batches), ("eval.smooth_span", spec.eval.smooth_span),
-                        ("optuna.trials", spec.optuna.trials)):
+                        ("refine.points", spec.refine.points), ("optuna.trials", spec.optuna.trials)):
         if value < 1:
             raise SpecError(name, f"must be positive, got {value}")
     if spec.failure.retries < 0:
@@ -232,11 +272,75 @@ def _check(spec: SweepSpec) -> None:
         raise SpecError("eval.smooth_last", f"must be in (0, 1], got {spec.eval.smooth_last}")
     if spec.search not in SEARCHES:
         raise SpecError("search", f"unknown search {spec.search!r}; choose one of {', '.join(SEARCHES)}")
-    if spec.optuna.sampler not in ("tpe", "random"):
-        raise SpecError("optuna.sampler", f"unknown sampler {spec.optuna.sampler!r}; choose tpe or random")
+    _check_horizons(spec.eval.horizons)
+    _check_refine(spec.refine)
+    _check_optuna(spec.optuna)
+    _check_tracking(spec.tracking)
     _check_model(spec)
     _check_train(spec)
     _check_resources(spec.resources, spec.widths)
+
+
+def _check_horizons(horizons: tuple[float, ...]) -> None:
+    for i, h in enumerate(horizons):
+        if not 0 < h <= 1:
+            raise SpecError(f"eval.horizons[{i}]", f"must be a fraction of the steps in (0, 1], got {h}")
+        if abs(h * 100 - round(h * 100)) > 1e-9:
+            raise SpecError(f"eval.horizons[{i}]", f"must be a whole percent of the steps (it names the column "
+                            f"val_loss_hNN), got {h}")
+    if list(horizons) != sorted(set(horizons)):
+        raise SpecError("eval.horizons", f"must be increasing without duplicates, got {list(horizons)}")
+    if not horizons or horizons[-1] != 1.0:
+        raise SpecError("eval.horizons", f"must end with 1.0 (the final val_loss), got {list(horizons)}")
+
+
+def _check_refine(refine: RefineSpec) -> None:
+    if not 1 < refine.factor <= 2:
+        raise SpecError("refine.factor", f"must be in (1, 2] (√2 ≈ 1.414 halves a ×2 grid's step), "
+                        f"got {refine.factor}")
+    if not refine.seeds:
+        raise SpecError("refine.seeds", "must not be empty")
+    if len(set(refine.seeds)) != len(refine.seeds):
+        raise SpecError("refine.seeds", f"has duplicates: {list(refine.seeds)}")
+
+
+def _check_optuna(optuna: OptunaSpec) -> None:
+    if optuna.sampler not in ("tpe", "random"):
+        raise SpecError("optuna.sampler", f"unknown sampler {optuna.sampler!r}; choose tpe or random")
+    if optuna.pruner not in PRUNERS:
+        raise SpecError("optuna.pruner", f"unknown pruner {optuna.pruner!r}; choose {' or '.join(PRUNERS)}")
+    for name in ("startup_trials", "pruner_startup_trials", "pruner_warmup_steps"):
+        if getattr(optuna, name) < 0:
+            raise SpecError(f"optuna.{name}", f"must not be negative, got {getattr(optuna, name)}")
+    if optuna.sampler == "tpe" and optuna.startup_trials >= optuna.trials:
+        raise SpecError("optuna.startup_trials", f"{optuna.startup_trials} random start-up trials leave none of the "
+                        f"{optuna.trials} trials to TPE: raise optuna.trials above it, or lower it")
+
+
+def _check_tracking(tracking: TrackingSpec) -> None:
+    for name, keys in TRACKERS.items():
+        settings = getattr(tracking, name)
+        if settings is None:
+            continue
+        for key, value in settings.items():
+            if key not in keys:
+                raise SpecError(f"tracking.{name}.{key}", f"unknown key (known: {', '.join(keys)})")
+            if not isinstance(value, str) or not value:
+                raise SpecError(f"tracking.{name}.{key}", f"expected a non-empty string, got {value!r}")
+    if tracking.wandb is not None:
+        if "project" not in tracking.wandb:
+            raise SpecError("tracking.wandb.project", "required")
+        if tracking.wandb.get("mode", "online") not in ("online", "offline", "disabled"):
+            raise SpecError("tracking.wandb.mode", f"choose online, offline or disabled, "
+                            f"got {tracking.wandb['mode']!r}")
+
+
+def _check_tracking_packages(tracking: TrackingSpec) -> None:
+    """Each tracker the spec turns on needs its package where the sweep runs (checked here, on the driver)."""
+    for name in TRACKERS:
+        if getattr(tracking, name) is not None and importlib.util.find_spec(name) is None:
+            raise SpecError(f"tracking.{name}", f"needs the {name} package, which is not installed: "
+                            f"pip install {name}, or remove the key")
 
 
 def _check_model(spec: SweepSpec) -> None:

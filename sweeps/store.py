@@ -6,6 +6,8 @@
     DIR/results/<trial_id>.curve.parquet   its curve: loss, LR and gradient norm per step (written before the row)
     DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched)
     DIR/gpu.csv                        nvidia-smi samples (time, gpu index, utilisation %, memory MiB), if any
+    DIR/tensorboard/<trial_id>/        each trial's TensorBoard scalars (sweeps.tracking)
+    DIR/optuna.db                      Optuna's studies (search: optuna; sweeps.search)
     DIR/trials.parquet, curves.parquet merged from results/ (derived: rebuilt any time)
 
 results/ is the source of truth: a row there exists only once its trial has finished, a finished row is never
@@ -26,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-FINISHED = ("ok", "diverged")
+FINISHED = ("ok", "diverged", "pruned")  # decided outcomes: never run again (pruned: stopped by an Optuna pruner)
 ID_COLUMNS = ("trial_id", "phase", "parametrization", "optimizer", "width", "lr", "seed", "kind", "depth",
               "householder")
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "train_loss", "lr", "grad_norm")  # grad_norm: before clipping
@@ -90,7 +92,7 @@ def read_records(out: Path) -> list[dict[str, Any]]:
 
 
 def finished_ids(out: Path) -> set[str]:
-    """Trials with a finished (ok or diverged) row: a resumed sweep never runs these again."""
+    """Trials with a finished (ok, diverged or pruned) row: a resumed sweep never runs these again."""
     return {r["trial_id"] for r in read_records(out) if r["status"] in FINISHED}
 
 

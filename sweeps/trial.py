@@ -1,6 +1,11 @@
 """One trial: build the model from the spec, train it with scaling.train.train on the device Ray assigned,
 evaluate, write its row and curve into the sweep directory (before returning), and report to Ray Tune.
 
+At each horizon (eval.horizons: fractions of the steps) the training loop stops for the validation loss on the
+same batches as the final one (eval.batches forward passes, outside train_seconds): it becomes the record's
+val_loss_hNN, a TensorBoard scalar, and, before the last horizon, an intermediate Ray Tune result
+{"step", "horizon", "val_loss", "train_loss"} that a searcher can prune on (sweeps.search).
+
 A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is retried
 `retries` times in place, then recorded as status "error" with its text: the trial itself never fails for Ray.
 """
@@ -24,16 +29,25 @@ from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
 from .spec import SweepSpec, TrialPoint
+from .tracking import Tracker
 
 REPORT_EVERY_S = 30.0  # intermediate tune.report at most this often: each one is a round trip to the driver
 
 
+def trial_key(point: TrialPoint, phase: str) -> str:
+    """A grid trial's id is its point's key; other phases prefix theirs ("refine.gdn-mup.adamw.w64.lr0.004.s1"), so
+    no phase's id can collide with a grid id."""
+    return point.key if phase == "grid" else f"{phase}.{point.key}"
+
+
 def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase: str = "grid") -> dict[str, Any]:
     """Everything a trial needs, as plain data (what Ray Tune hands run_trial under "trial")."""
-    return {"trial_id": point.key, "phase": phase, "out": str(Path(out).resolve()), "run": run,
+    return {"trial_id": trial_key(point, phase), "phase": phase, "out": str(Path(out).resolve()), "run": run,
             "point": dataclasses.asdict(point), "model": spec.model_config(point.width).to_dict(),
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
-            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval), "retries": spec.failure.retries}
+            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
+            "horizon_steps": spec.eval.horizon_steps(spec.steps), "retries": spec.failure.retries,
+            "sweep": spec.name, "tracking": dataclasses.asdict(spec.tracking)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -49,17 +63,22 @@ def run_trial(config: dict[str, Any]) -> None:
     torch.set_num_threads(threads)
     started = time.time()
     outcome, error, attempts, last_report = None, None, 0, started
+    tracker = Tracker(cfg)
 
-    def report(step: int, loss: float) -> None:
+    def report(metrics: dict[str, Any], now: bool = False) -> None:
+        """An intermediate result for Ray Tune: horizons at once (now=True), progress at most every 30 s."""
         nonlocal last_report
-        if time.time() - last_report >= REPORT_EVERY_S:
-            tune.report({"step": step, "train_loss": finite_or_inf(loss)})
+        if now or time.time() - last_report >= REPORT_EVERY_S:
+            tune.report(metrics)
             last_report = time.time()
 
     while outcome is None and attempts <= cfg["retries"]:
         attempts += 1
         try:
-            outcome = train_and_evaluate(cfg, device, report)
+            outcome = train_and_evaluate(cfg, device, report, tracker)
+        except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
+            tracker.close({"status": "pruned"})
+            raise
         except Exception as e:  # recorded, never raised: a failed trial is a result of the sweep
             error = "".join(traceback.format_exception_only(e)).strip()
             traceback.print_exc()
@@ -71,19 +90,21 @@ def run_trial(config: dict[str, Any]) -> None:
         record |= {"status": "error", "error": error, "diverged": False}
         curve = {c: [] for c in store.CURVE_COLUMNS}
     else:
-        result, val_loss, params, metrics = outcome
-        record |= metrics | result_columns(cfg, result, val_loss, params)
+        result, val_losses, params, metrics = outcome
+        record |= metrics | result_columns(cfg, result, val_losses, params)
         curve = curve_columns(cfg, result)
     record["wall_seconds"] = record["finished_at"] - started
     store.write_trial(out, record, curve)
+    tracker.close(record)
     tune.report({"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
-                 "train_loss": record.get("final_train_loss", math.inf),
+                 "train_loss": record.get("final_train_loss", math.inf), "val_loss": record.get("val_loss", math.inf),
                  "smoothed_loss": record.get("smoothed_loss", math.inf)})
 
 
-def train_and_evaluate(cfg: dict[str, Any], device: torch.device,
-                       report: Any) -> tuple[TrainResult, float | None, int, dict[str, float]]:
-    """(training result, validation loss or None when diverged, parameter count, the task's own metrics)."""
+def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
+                       tracker: Tracker) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
+    """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
+    count, the task's own metrics: none when diverged)."""
     point = cfg["point"]
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
                         seed=point["seed"]).to(device)
@@ -91,14 +112,31 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device,
     task = get_task(cfg["task"])
     train_config = TrainConfig(**{**cfg["train"], "betas": tuple(cfg["train"]["betas"])})
     batches = task.train_batches(cfg["batch_size"], cfg["seq_len"], point["seed"])
-    result = train(model, point["parametrization"], train_config, batches, device=device,
-                   on_log=lambda step, rows: report(step, rows[-1][1]))
-    if result.diverged:
-        return result, None, params, {}
     eval_size = cfg["eval"]["batch_size"] or cfg["batch_size"]
     val = task.val_batches(eval_size, cfg["seq_len"], cfg["eval"]["batches"], seed=0)  # the same for every trial
+    horizons, val_losses = cfg["horizon_steps"], {}
+
+    def on_log(step: int, rows: list[tuple[int, float, float]]) -> None:
+        tracker.train_rows(rows)
+        report({"step": step + 1, "train_loss": finite_or_inf(rows[-1][1])})
+
+    def on_eval(step: int, result: TrainResult) -> None:
+        loss = finite_or_inf(validation_loss(model, val, train_config.bf16, device))
+        reached = [column for column, at in horizons.items() if at == step]
+        val_losses.update(dict.fromkeys(reached, loss))
+        tracker.grad_norms(result.grad_norms)
+        tracker.horizon(step, loss)
+        if step < train_config.steps:
+            report({"step": step, "horizon": reached[-1], "val_loss": loss,
+                    "train_loss": finite_or_inf(result.final_loss)}, now=True)
+
+    result = train(model, point["parametrization"], train_config, batches, device=device, on_log=on_log,
+                   eval_steps=set(horizons.values()), on_eval=on_eval)
+    tracker.grad_norms(result.grad_norms)
+    if result.diverged:
+        return result, val_losses, params, {}
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
-    return result, validation_loss(model, val, train_config.bf16, device), params, metrics
+    return result, val_losses, params, metrics
 
 
 @torch.no_grad()
@@ -134,17 +172,22 @@ def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
             | train_cfg)
 
 
-def result_columns(cfg: dict[str, Any], result: TrainResult, val_loss: float | None, params: int) -> dict[str, Any]:
+def result_columns(cfg: dict[str, Any], result: TrainResult, val_losses: dict[str, float],
+                   params: int) -> dict[str, Any]:
+    """The trial's outcome columns; val_losses: {val_loss_hNN: loss} for the horizons reached (the others, after a
+    divergence, are inf, as is val_loss, the last horizon's, when diverged)."""
     losses = [loss for _, loss, _ in result.losses]
     smooth = cfg["eval"]
+    horizons = {column: val_losses.get(column, math.inf) for column in cfg["horizon_steps"]}
     return {"status": "diverged" if result.diverged else "ok", "error": None, "diverged": result.diverged,
             "diverged_step": result.diverged_step,
             "final_train_loss": math.inf if result.diverged else finite_or_inf(losses[-1]),
-            "val_loss": math.inf if val_loss is None else finite_or_inf(val_loss),
+            "val_loss": math.inf if result.diverged else list(horizons.values())[-1], **horizons,
             "smoothed_loss": math.inf if result.diverged else
             finite_or_inf(smoothed_loss(losses, smooth["smooth_last"], smooth["smooth_span"])),
             "clipped_fraction": result.clipped_fraction,
             "steps": result.steps, "tokens": result.tokens, "train_seconds": result.seconds,
+            "eval_seconds": result.eval_seconds,
             "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params}
 
 

@@ -47,15 +47,17 @@ def tune_config(spec: SweepSpec, **kwargs: Any) -> Any:
                            trial_dirname_creator=name, reuse_actors=True, **kwargs)
 
 
-def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progress_every: float) -> Any:
-    """widths: one entry per trial to run (the progress view's totals)."""
+def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progress_every: float,
+               stop: Any = None) -> Any:
+    """widths: one entry per trial to run (the progress view's totals); stop: a Ray Tune stopper (trial id,
+    result) → bool, e.g. a pruner (sweeps.search)."""
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
 
     from .progress import Progress
 
     earlier = Counter(r["width"] for r in store.read_records(out) if r["status"] in store.FINISHED)
-    return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0,
+    return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0, stop=stop,
                           failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
                           callbacks=[Progress(widths, progress_every, earlier), JsonLoggerCallback()])
 

@@ -1,4 +1,5 @@
-"""Sweeps on a real Ray cluster: one two-node cluster (ray.cluster_utils.Cluster, 1 CPU per node) for the session.
+"""Sweeps on a real Ray cluster: conftest's two-node cluster (ray.cluster_utils.Cluster, 1 CPU per node) for the
+session.
 
 Tiny models (width 32–48, depth 1, seq 32, a few steps) so that the whole file runs in about two minutes."""
 from __future__ import annotations
@@ -20,7 +21,6 @@ import polars as pl
 import pytest
 import ray
 import yaml
-from ray.cluster_utils import Cluster
 
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
@@ -34,20 +34,6 @@ REQUIRED_TRIAL_COLUMNS = {"trial_id", "parametrization", "optimizer", "width", "
                           "householder", "final_train_loss", "val_loss", "smoothed_loss", "diverged",
                           "diverged_step", "clipped_fraction", "steps", "tokens", "wall_seconds", "tokens_per_s",
                           "status", "error"}
-
-
-@pytest.fixture(scope="session")
-def cluster():
-    """Two nodes of one CPU each, the second declaring one GPU (a Ray resource only: trials that get a share of
-    it still train on the CPU here), the test process connected as the driver."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20,
-                                                      "include_dashboard": False})
-    c.add_node(num_cpus=1, num_gpus=1, object_store_memory=100 * 2**20)
-    c.wait_for_nodes()
-    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
-    yield c
-    ray.shutdown()
-    c.shutdown()
 
 
 def tiny_spec(tmp_path: Path, **changes) -> Path:
@@ -161,13 +147,14 @@ def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(clust
     trials = pl.read_parquet(out / "trials.parquet")
     grid, tuned = trials.filter(pl.col("phase") == "grid"), trials.filter(pl.col("phase") == "optuna")
     assert grid.height == 2 and tuned.height == 2
-    best = grid.sort("smoothed_loss")["lr"][0]
+    best = grid.sort("val_loss")["lr"][0]
+    assert tuned["trial_id"].str.starts_with("optuna.").all()  # never a grid id
     assert tuned["lr"].is_between(best / 2 * 0.999, best * 2 * 1.001).all()  # within ± 1 octave of the best
     # a resume with a larger budget adds only the missing Optuna trials to the same persistent study
     spec_path.write_text(spec_path.read_text().replace("trials: 2", "trials: 3"))
     assert run_sweep(specs.load(spec_path), out, resume=True, progress_every=60)["launched"] == 1
     (study,) = optuna.get_all_study_summaries(f"sqlite:///{out / 'optuna.db'}")
-    assert study.n_trials == 3
+    assert study.n_trials == 2 + 3  # the grid trials it was warm-started with, then its own
     assert pl.read_parquet(out / "trials.parquet").filter(pl.col("phase") == "optuna").height == 3
 
 
