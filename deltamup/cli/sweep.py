@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from deltamup.kernels.warm import warm_shapes
+from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps.runner import run_sweep
 
@@ -42,15 +42,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def kernel_shapes(spec: specs.SweepSpec) -> set[Shape]:
+    """The (K, V, householder, gated) head shapes the spec's widths train with."""
+    configs = [spec.model_config(w) for w in spec.widths]
+    return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
+
+
 def warm_kernels(spec: specs.SweepSpec) -> None:
-    """Compiles the Triton kernels for every head shape of the spec's widths (nothing to do without a GPU or with
-    the torch/recurrent backends); a shape that fails to compile is reported and left to the trials."""
+    """Compiles the Triton kernels for every head shape of the spec (nothing to do without a GPU or with the
+    torch/recurrent backends); a shape that fails to compile is reported and left to the trials."""
     import torch
 
-    configs = [spec.model_config(w) for w in spec.widths]
-    if not torch.cuda.is_available() or configs[0].kernel_backend not in ("auto", "triton"):
+    if not torch.cuda.is_available() or spec.model_config(spec.widths[0]).kernel_backend not in ("auto", "triton"):
         print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
         return
-    failed = warm_shapes({(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs})
+    failed = warm_shapes(kernel_shapes(spec))
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
