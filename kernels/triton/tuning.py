@@ -13,11 +13,11 @@ from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
 # earlier fixed choice first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch
-# times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels-2026-11-29.md, session 4) 4
+# times on a GPU. Each one is a compilation per shape. On the H200 (benchmarks/kernels.py against fp64) 4
 # warps instead of 8 made the parallel passes 1.3–1.6× faster at K ≥ 64, checked against fp64; candidates that never
 # won there (8 warps with one stage, 8 warps for the output passes) were dropped, never checked. Narrow heads
-# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16 (session 4)
-# and, with half operands, gave wrong outputs and gradients at V = 32 (session 5, experiments/diag_half.py).
+# (is_narrow: a tile under 64 wide) keep the first: 4 warps ended in an illegal memory access at K = 16
+# and, with half operands, gave wrong outputs and gradients at V = 32 (experiments/diag_half.py).
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2),)
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
@@ -42,7 +42,7 @@ def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]
     """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
     heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
     for heads that are not narrow, BV 16 and 64 where the first is not already (launch times them on a GPU; 64 wins
-    at V ≥ 256, session 4; 8 warps never won and is not tried). Fallbacks: one stage."""
+    at V ≥ 256 on the H200; 8 warps never won and is not tried). Fallbacks: one stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
@@ -76,9 +76,9 @@ def pow2(n: int, lo: int = 16) -> int:
 def precision(dtype: torch.dtype, K: int, V: int) -> str:
     """How the per-chunk and output passes multiply (mm's PREC): "ieee" (exact fp32 operands) for fp32 inputs; for
     half-precision inputs "half" (operands in the inputs' dtype, as fla), or "tf32" (fp32 operands) for narrow heads.
-    On the H200 (Triton 3.6) half operands on 32-wide tiles crashed (illegal memory access at K = 32, session 4) or
-    computed wrong values (rel. error ≈ 1 in o at K = 64, V = 32, and in dk, dv, dg, dβ at K = 128, V = 32; session
-    5, experiments/diag_half.py); fp32 operands ran correctly there. The state passes multiply in the inputs' dtype
+    On the H200 (Triton 3.6) half operands on 32-wide tiles crashed (illegal memory access at K = 32) or
+    computed wrong values (rel. error ≈ 1 in o at K = 64, V = 32, and in dk, dv, dg, dβ at K = 128, V = 32;
+    experiments/diag_half.py); fp32 operands ran correctly there. The state passes multiply in the inputs' dtype
     either way."""
     if dtype == torch.float32:
         return "ieee"
