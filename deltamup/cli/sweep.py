@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps.runner import run_sweep
 
@@ -18,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="join this Ray cluster (e.g. auto, or host:port) instead of a local one")
     p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     p.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress lines")
+    p.add_argument("--warm-kernels", action="store_true",
+                   help="first compile the Triton kernels for the spec's head shapes, one process per shape, so that "
+                        "the trials find them in Triton's cache (on a GPU with the triton or auto kernel backend)")
     p.set_defaults(run=run)
 
 
@@ -31,6 +35,27 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out or Path("runs/sweeps") / spec.name)
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
+    if args.warm_kernels:
+        warm_kernels(spec)
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
               progress_every=args.progress_every)
     return 0
+
+
+def kernel_shapes(spec: specs.SweepSpec) -> set[Shape]:
+    """The (K, V, householder, gated) head shapes the spec's widths train with."""
+    configs = [spec.model_config(w) for w in spec.widths]
+    return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
+
+
+def warm_kernels(spec: specs.SweepSpec) -> None:
+    """Compiles the Triton kernels for every head shape of the spec (nothing to do without a GPU or with the
+    torch/recurrent backends); a shape that fails to compile is reported and left to the trials."""
+    import torch
+
+    if not torch.cuda.is_available() or spec.model_config(spec.widths[0]).kernel_backend not in ("auto", "triton"):
+        print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
+        return
+    failed = warm_shapes(kernel_shapes(spec))
+    if failed:
+        print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
