@@ -94,7 +94,7 @@ class RoleMap:
 FLA_MULTIPLIERS = SiteMap("fla", (
     (r"(^|\.)embeddings$", "embedding", "output"),
     (r"\.attn\.o_norm$", "readout", "input"),      # o = scale·Sᵀq, before the gated output RMSNorm
-    (r"\.attn\.o_proj$", "mixer_output", "output"),
+    (r"\.attn$", "mixer_output", "output"),         # the layer's output: W_o's (the first of its outputs)
     (r"(^|\.)lm_head$", "logits", "output"),
 ))
 FLA = RoleMap("fla", (
