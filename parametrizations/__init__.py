@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .apply import Parametrized, parametrize, restore_multipliers
 from .export import Export, load_export
+from .param_groups import write_param_groups
 from .registry import (
                        build_model,
                        build_optimizer,
@@ -35,4 +36,4 @@ from .table import OPTIMIZERS, Parametrization, RoleRule, Slope
 __all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "Export", "names", "get", "resolve", "multipliers",
            "build_model", "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers",
            "expected_slope", "check_optimizer", "load_export", "parametrize", "Parametrized", "restore_multipliers",
-           "RoleMap", "FLA", "QWEN3_NEXT"]
+           "RoleMap", "FLA", "QWEN3_NEXT", "write_param_groups"]

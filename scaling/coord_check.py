@@ -58,6 +58,7 @@ class CoordCheck:
     roles: RoleMap | str | None = None   # the factory's role map (None: roles from shapes and structure)
     kind: str | None = None              # the factory's architecture ("gdn", …): which documented deviations apply
     name: str = ""                       # what the factory builds, for titles (e.g. "pkg.module:make_model")
+    init: bool = True                    # the factory's model: re-draw the init per the table (False: keep its own)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -136,7 +137,7 @@ def probe_sites(p: Parametrized) -> list[tuple[str, str, str]]:
         parent = model.get_submodule(mixer.block) if mixer.block else model
         for child, module in parent.named_children():
             name = f"{mixer.block}.{child}" if mixer.block else child
-            if name != mixer.name and "norm" not in type(module).__name__.lower() and any(module.parameters()):
+            if name != mixer.name and "norm" not in type(module).__name__.lower() and next(module.parameters(), None) is not None:
                 sites.append((name, f"{block}.{child}_out", "output"))
     if s.logits:
         sites.append((s.logits, "logits", "output"))
@@ -197,7 +198,7 @@ def prepare(check: CoordCheck) -> dict[int, Subject]:
         torch.manual_seed(check.seed)
         model = _factory_build(check, width)
         p = parametrize(model, check.parametrization, check.optimizer, base_model=base, delta_model=delta,
-                        roles=check.roles)
+                        roles=check.roles, init=check.init)
         model.to(device)
         install_probes(p)
         c = check.train_config

@@ -95,3 +95,14 @@ def ours_name(name: str) -> str:
     for pattern, repl in RENAMES:
         name = re.sub(pattern, repl, name)
     return name
+
+
+HEADS = 4
+
+
+def make_model(width: int) -> UserLM:
+    """The factory `deltamup coord-check --model-factory user_model:make_model` takes: a user model whose attention
+    layout needs the width to be a multiple of its heads."""
+    if width % HEADS:
+        raise ValueError(f"width {width} is not divisible by the {HEADS} heads")
+    return UserLM(width, heads=HEADS, vocab=256)
