@@ -137,7 +137,8 @@ def probe_sites(p: Parametrized) -> list[tuple[str, str, str]]:
         parent = model.get_submodule(mixer.block) if mixer.block else model
         for child, module in parent.named_children():
             name = f"{mixer.block}.{child}" if mixer.block else child
-            if name != mixer.name and "norm" not in type(module).__name__.lower() and next(module.parameters(), None) is not None:
+            has_params = next(module.parameters(), None) is not None
+            if name != mixer.name and "norm" not in type(module).__name__.lower() and has_params:
                 sites.append((name, f"{block}.{child}_out", "output"))
     if s.logits:
         sites.append((s.logits, "logits", "output"))
@@ -316,4 +317,4 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
     meta = dict(name=check.describe(), parametrization=check.parametrization, optimizer=check.optimizer,
                 widths=list(check.widths), steps=check.steps, lr=check.base_lr, kind=check.model_kind,
                 model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on)
-    (out / "check.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

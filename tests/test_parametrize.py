@@ -127,10 +127,12 @@ class Other(torch.nn.Module):
     (lambda: Scaled(WIDTH), lambda: Scaled(BASE),
      r"^cannot classify 2 parameters \(\* = grows with width\): temperature \[1\]: a fixed-size vector outside a "
      r"norm .*; bias \[192\*\]: a vector that grows with width outside a norm \(a bias\?\); give them roles"),
-    (lambda: UserLM(WIDTH), lambda: Other(BASE), r"^the base model is not the model's architecture: it lacks final\.weight, head"),
+    (lambda: UserLM(WIDTH), lambda: Other(BASE),
+     r"^the base model is not the model's architecture: it lacks final\.weight, head"),
     (lambda: UserLM(WIDTH), lambda: UserLM(BASE, depth=3), r"^the base model is not the model's architecture: it "
                                                            r"has layers\.2\.ffn\.w1\.weight"),
-    (lambda: build_model(config(False)), lambda: UserLM(BASE), r"^a DeltaLM takes its parametrization when it is built"),
+    (lambda: build_model(config(False)), lambda: UserLM(BASE),
+     r"^a DeltaLM takes its parametrization when it is built"),
 ])
 def test_bad_input_is_one_value_error_line(make, base, message) -> None:
     with pytest.raises(ValueError, match=message) as err:

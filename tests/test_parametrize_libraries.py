@@ -22,8 +22,8 @@ CPU = dict(fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False, fuse_li
 def fla_gdn(width: int, tied: bool = False):
     """Heads fixed, head dims growing with width (the paper's layout, as deltamup's fla export writes it)."""
     return fla_models.GatedDeltaNetForCausalLM(fla_models.GatedDeltaNetConfig(
-        hidden_size=width, num_hidden_layers=2, num_heads=2, head_dim=width // 4, expand_v=2, intermediate_size=2 * width,
-        vocab_size=64, tie_word_embeddings=tied, use_cache=False, **CPU))
+        hidden_size=width, num_hidden_layers=2, num_heads=2, head_dim=width // 4, expand_v=2,
+        intermediate_size=2 * width, vocab_size=64, tie_word_embeddings=tied, use_cache=False, **CPU))
 
 
 def fla_gdp(width: int):

@@ -84,7 +84,8 @@ class UserLM(nn.Module):
 # UserLM parameter name -> DeltaLM parameter name
 RENAMES = [(r"^tok\.weight$", "embedding"), (r"^head\.", "readout."), (r"^final\.", "final_norm."),
            (r"^layers\.", "blocks."), (r"\.pre_mix\.", ".mixer_norm."), (r"\.pre_ffn\.", ".mlp_norm."),
-           (r"\.mix\.", ".mixer."), (r"\.w_?(q|k|v|out|gate|beta|alpha)\.", r".\1_proj."), (r"\.out_proj\.", ".o_proj."),
+           (r"\.mix\.", ".mixer."), (r"\.w_?(q|k|v|out|gate|beta|alpha)\.", r".\1_proj."),
+           (r"\.out_proj\.", ".o_proj."),
            (r"\.gate_proj\.", ".g_proj."), (r"\.beta_proj\.", ".b_proj."), (r"\.alpha_proj\.", ".a_proj."),
            (r"\.convs\.0\.", ".q_conv."), (r"\.convs\.1\.", ".k_conv."), (r"\.convs\.2\.", ".v_conv."),
            (r"\.out_norm\.", ".o_norm."), (r"\.ffn\.w1\.", ".mlp.gate."), (r"\.ffn\.w3\.", ".mlp.up."),
