@@ -240,7 +240,18 @@ def fla_config(export: Export) -> dict:
         config.update(use_gate=True)
     else:
         config.update(num_householder=c.householder, use_forget_gate=c.is_gated, use_output_gate=True)
-    return {**config, "deltamup": export.to_dict()}
+    return {**config, "deltamup_note": fla_note(export), "deltamup": export.to_dict()}
+
+
+def fla_note(export: Export) -> str:
+    """What an fla config.json cannot express of the export, said where a reader of the file sees it."""
+    unexpressed = {k: v for k, v in export.multipliers.items() if v != 1}
+    forward = (f" nor the forward multipliers ({', '.join(f'{k} × {v:g}' for k, v in unexpressed.items())})"
+               if unexpressed else "")
+    return (f"fla's config has no field for {export.parametrization}'s per-role learning rates and init stds{forward}: "
+            "a model built from this file alone is a different model. Apply them with "
+            "deltamup.parametrize(model, ..., roles='fla') or a param-groups file "
+            "(deltamup.parametrizations.write_param_groups) and its PyTorch-only loader; see docs/api.md.")
 
 
 def write_export(export: Export, path: str | Path, fmt: str = "yaml") -> Path:
