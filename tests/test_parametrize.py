@@ -148,3 +148,15 @@ def test_roles_argument_classifies_what_shapes_cannot() -> None:
     assert p.roles["temperature"] is Role.GATE_SCALAR and p.roles["bias"] is Role.NORM_GAIN
     with pytest.raises(ValueError, match="roles= names parameters the model does not have: nope"):
         parametrize(UserLM(WIDTH), "gdn-mup", "sgd", base_model=UserLM(BASE), roles={"nope": Role.HIDDEN})
+
+
+def test_export_applies_to_any_width_from_its_base_width() -> None:
+    from deltamup.parametrizations.export import make_export
+
+    exp = make_export("gdn-mup", "sgd", ModelConfig(width=128, depth=2, heads=2, vocab_size=64, base_width=BASE),
+                      lr=0.1, weight_decay=0.01)
+    p = exp.parametrize(UserLM(WIDTH), base_model=UserLM(BASE))
+    assert (p.parametrization, p.optimizer, p.width_mult) == ("gdn-mup", "sgd", WIDTH / BASE)
+    with pytest.raises(ValueError, match=r"^the base model has width 128; this export's rules are relative to base "
+                                         r"width 64"):
+        exp.parametrize(UserLM(WIDTH), base_model=UserLM(DELTA))
