@@ -5,7 +5,9 @@
     p.describe()                                           # one row per parameter: role, init std, LR ×, WD ×
 
 It finds every parameter's role (parametrizations.infer; a role map, e.g. roles=FLA, names the roles it knows),
-re-draws the initialisation the table prescribes (init=False keeps the weights, e.g. after from_pretrained), and
+re-draws the initialisation the table prescribes (init=False keeps the weights, e.g. after from_pretrained) — where
+the table says "the module's own init" for the short convs it means PyTorch's Conv1d default U(±K^-½), which is
+re-drawn too (fla's _init_weights draws them from N(0, 0.02²)); norm gains and gate scalars keep the module's —, and
 installs the forward multipliers as buffers + hooks (parametrizations.multipliers) where the role map or the model's
 structure places them. The width is the embedding's growing dimension: m = width / base width, d = width, as for
 deltamup's own models. On a Hugging Face model the same record is written to `model.config.deltamup`, so
@@ -20,6 +22,7 @@ import torch
 from torch import nn
 
 from deltamup.models import DeltaLM, Multipliers
+from deltamup.models.layers import init_short_conv
 from deltamup.models.roles import Role
 
 from .infer import Growth, Structure, classify, growth, structure
@@ -178,6 +181,8 @@ def parametrize(model: nn.Module, parametrization: str, optimizer: str = "adamw"
                 std = resolve(p, role, optimizer, width / base_width, width).init_std
                 if std is not None:
                     params[name].normal_(0.0, std, generator=generator)
+                elif role is Role.CONV:  # the tables' width-independent conv init, which fla's _init_weights replaces
+                    init_short_conv(params[name], generator)
     uninstall(model)
     install(model, sites, values)
     result = Parametrized(model, p.name, optimizer, width, base_width, {n: found[n] for n in shapes}, shapes,

@@ -54,11 +54,15 @@ def test_fla_model_gets_the_verdicts_of_ours(optimizer: str) -> None:
 
 
 def test_fla_model_from_its_own_init_gets_the_tables_init(monkeypatch) -> None:
-    """init=True (the default): the factory's weights are re-drawn per the table, as for ours."""
+    """init=True (the default): the factory's weights are re-drawn per the table, as for ours, the short convs
+    included (the table's width-independent U(±K^-½), where fla's own init draws N(0, 0.02²))."""
     check = coord_check.CoordCheck(None, "gdn-mup", "adamw", (128, 256), model_factory=functools.partial(
         fla_gdn, optimizer="adamw"), base_width=BASE, roles=FLA, kind="gdn", **SMALL)
     model = coord_check.prepare(check)[256].model
-    assert model.model.layers[0].attn.q_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    attn = model.model.layers[0].attn
+    assert attn.q_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert attn.v_conv1d.weight.abs().max().item() <= 0.5 and attn.v_conv1d.weight.std().item() == pytest.approx(
+        0.5 / 3 ** 0.5, rel=0.1)
 
 
 def test_cli_model_factory_writes_a_named_run(tmp_path, capsys) -> None:
