@@ -3,7 +3,6 @@ fla role map) measures what the check on deltamup's own model measures, and a us
 from __future__ import annotations
 
 import functools
-import math
 
 import polars as pl
 import pytest
@@ -87,6 +86,8 @@ def test_cli_model_factory_writes_a_named_run(tmp_path, capsys) -> None:
     (["--model-factory", "user_model:nothing"], "user_model has no nothing"),
     (["--model-factory", "user_model:make_model", "--roles", "nope"], "unknown role map 'nope'"),
     (["--roles", "fla"], "--roles goes with --model-factory"),
+    (["--model-factory", "user_model:make_model_with_a_temperature", "--widths", "32,64"],
+     "cannot classify 1 parameter (* = grows with width): temperature [1]: a fixed-size vector outside a norm"),
 ])
 def test_bad_factory_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message) -> None:
     code = main(["coord-check", "--base-width", "32", "--steps", "1", "--out", str(tmp_path / "o"), *argv])
@@ -94,6 +95,3 @@ def test_bad_factory_input_is_one_line_and_exit_2(tmp_path, capsys, argv, messag
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert not (tmp_path / "o" / "coords.parquet").exists()
 
-
-def test_mlp_hidden_matches_fla_rounding() -> None:
-    assert CONFIG.with_width(128).mlp_hidden == math.ceil(8 / 3 * 128)

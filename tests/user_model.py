@@ -107,3 +107,10 @@ def make_model(width: int) -> UserLM:
     if width % HEADS:
         raise ValueError(f"width {width} is not divisible by the {HEADS} heads")
     return UserLM(width, heads=HEADS, vocab=256)
+
+
+def make_model_with_a_temperature(width: int) -> UserLM:
+    """make_model plus a learned scalar no rule covers: parametrize must refuse it."""
+    model = make_model(width)
+    model.temperature = nn.Parameter(torch.ones(1))
+    return model
