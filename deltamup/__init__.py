@@ -24,6 +24,8 @@ _EXPORTS = {
     "build_model": "deltamup.parametrizations",
     "build_optimizer": "deltamup.parametrizations",
     "load_export": "deltamup.parametrizations",
+    "parametrize": "deltamup.parametrizations",
+    "RoleMap": "deltamup.parametrizations",
     "chunk_gated_delta_rule": "deltamup.kernels",
     "chunk_gated_delta_product": "deltamup.kernels",
 }

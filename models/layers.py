@@ -41,7 +41,7 @@ class ShortConv(nn.Module):
     def __init__(self, channels: int, kernel_size: int) -> None:
         super().__init__()
         self.weight = tagged(nn.Parameter(torch.empty(channels, 1, kernel_size)), Role.CONV)
-        nn.init.uniform_(self.weight, -kernel_size ** -0.5, kernel_size ** -0.5)  # PyTorch's Conv1d default
+        init_short_conv(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
         # y_t = Σ_j w_j x_{t−K+1+j}: K shifted products instead of conv1d's two transposes, so that torch.compile
@@ -66,6 +66,13 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def init_short_conv(weight: Tensor, generator: torch.Generator | None = None) -> None:
+    """PyTorch's Conv1d default for a depthwise kernel [channels, 1, K]: U(±K^-½), width-independent."""
+    bound = weight.shape[-1] ** -0.5
+    with torch.no_grad():
+        weight.uniform_(-bound, bound, generator=generator)
 
 
 def inverse_softplus(x: Tensor) -> Tensor:

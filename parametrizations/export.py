@@ -31,6 +31,7 @@ Schema `deltamup.export/1` (every key always present; floats in SI units, LRs pe
     exp = load_export("train.yaml")
     opt = exp.build_optimizer(model)             # checks the model's shape, then parametrizations.build_optimizer
     opt = exp.build_optimizer(fla_model, roles=rolemap.FLA.roles(fla_model))
+    p = exp.parametrize(fla_model_any_width, base_model=fla_model_at_base_width, roles="fla")   # any width
 """
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ from torch import nn
 from deltamup.models import DeltaLM, ModelConfig, role_of
 from deltamup.models.roles import Role
 
+from .apply import Parametrized, parametrize
 from .registry import build_optimizer, check_optimizer, get, multipliers, resolve
+from .rolemap import RoleMap
 
 SCHEMA = "deltamup.export/1"
 FORMATS = ("yaml", "json", "fla")
@@ -115,9 +118,25 @@ class Export:
 
     def optimizer_args(self) -> dict:
         """Keyword arguments of parametrizations.build_optimizer that recreate this export's param groups."""
-        train = {k: (tuple(v) if k == "betas" else v) for k, v in self.train.items() if k in TRAIN_KEYS}
         return dict(parametrization=self.parametrization, optimizer=self.optimizer, lr=self.lr,
-                    weight_decay=self.weight_decay, width_mult=self.width_mult, width=self.width, **train)
+                    weight_decay=self.weight_decay, width_mult=self.width_mult, width=self.width,
+                    **self.train_kwargs())
+
+    def parametrize(self, model: nn.Module, base_model: nn.Module, delta_model: nn.Module | None = None,
+                    roles: RoleMap | str | None = None, init: bool = True) -> Parametrized:
+        """This export's parametrization and optimizer applied to any model of any width (parametrizations.parametrize),
+        after checking that `base_model` is at this export's base width, where the tuned LR means what it meant;
+        then `.build_optimizer(self.lr, self.weight_decay, **self.train_kwargs())` trains it."""
+        p = parametrize(model, self.parametrization, self.optimizer, base_model=base_model, delta_model=delta_model,
+                        roles=roles, init=init)
+        if p.base_width != self.base_width:
+            raise ValueError(f"the base model has width {p.base_width}; this export's rules are relative to base "
+                             f"width {self.base_width}: build the base model at {self.base_width}")
+        return p
+
+    def train_kwargs(self) -> dict:
+        """The optimizer settings the sweep used (betas, eps, momentum, nesterov) that the export carries."""
+        return {k: (tuple(v) if k == "betas" else v) for k, v in self.train.items() if k in TRAIN_KEYS}
 
     def build_optimizer(self, model: nn.Module, roles: dict[int, Role] | None = None) -> torch.optim.Optimizer:
         """The optimizer with this export's per-role LRs and weight decays for `model` (shape-checked first); a
@@ -240,7 +259,18 @@ def fla_config(export: Export) -> dict:
         config.update(use_gate=True)
     else:
         config.update(num_householder=c.householder, use_forget_gate=c.is_gated, use_output_gate=True)
-    return {**config, "deltamup": export.to_dict()}
+    return {**config, "deltamup_note": fla_note(export), "deltamup": export.to_dict()}
+
+
+def fla_note(export: Export) -> str:
+    """What an fla config.json cannot express of the export, said where a reader of the file sees it."""
+    unexpressed = {k: v for k, v in export.multipliers.items() if v != 1}
+    forward = (f" nor the forward multipliers ({', '.join(f'{k} × {v:g}' for k, v in unexpressed.items())})"
+               if unexpressed else "")
+    return (f"fla's config has no field for {export.parametrization}'s per-role learning rates and init stds{forward}: "
+            "a model built from this file alone is a different model. Apply them with "
+            "deltamup.parametrize(model, ..., roles='fla') or a param-groups file "
+            "(deltamup.parametrizations.write_param_groups) and its PyTorch-only loader; see docs/api.md.")
 
 
 def write_export(export: Export, path: str | Path, fmt: str = "yaml") -> Path:

@@ -158,9 +158,13 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
         name = f"coord_check_{i}"
         figs = coord.figure(check, out, name)
         files += figs
-        shown = check.slopes.filter(pl.col("ok").is_not_null()).with_columns((~pl.col("ok")).alias("bad"))
-        sections.append((f"Coordinate check: {check.path.name}",
+        shown = check.slopes.filter(pl.col("ok").is_not_null()).with_columns(
+            (pl.col("verdict") == "new").alias("bad"))
+        sections.append((f"Coordinate check: {check.name}",
                          html.image(figs[0], f"Probe sizes against width ({check.path})")
+                         + f"<p>{check.agree}/{check.judged} predicted slopes within their bands; "
+                           f"{len(check.documented)} documented deviations (scaling/deviations.py, explained in "
+                           f"docs/theory.md), {len(check.new)} new (highlighted).</p>"
                          + html.table(shown, row_class="bad")))
     title = f"deltamup report — {a.sweep.spec.get('name', sweep_dir.name)}"
     page = out / "index.html"

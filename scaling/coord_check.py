@@ -1,34 +1,48 @@
 """Coordinate checks: train each width a few steps on the same batches, record every probe's size, fit the log-log
-slope of size against width per probe and step, and compare it with the exponent the parametrization predicts."""
+slope of size against width per probe and step, and compare it with the exponent the parametrization predicts.
+
+The model is deltamup's own (a ModelConfig; its layers tap every probe) or any model a factory builds at a given
+width (`model_factory`: width -> nn.Module, tokens [B, T] -> logits or an output with .logits). A factory's model is
+parametrized with parametrizations.parametrize against the same factory's base-width model, and its probes are
+forward hooks where the role map or the model's structure places them: the embedding's output, each token mixer's
+readout (the input of its output norm) and output, each block's other sub-layers' outputs (e.g. mlp_out), the
+logits, and the role map's extras (fla: alpha_pre, beta_pre); the update.<role> probes come from the roles. On the
+CPU a factory's model runs inside models.reference_ops (fla's and Qwen3-Next's kernels need a GPU).
+"""
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
 
 from deltamup import parametrizations
-from deltamup.models import ModelConfig, role_of
-from deltamup.models.taps import record
-from deltamup.parametrizations import build_model
+from deltamup.models import ModelConfig, Role, role_of
+from deltamup.models.reference_ops import reference_ops
+from deltamup.models.taps import record, tap
+from deltamup.parametrizations import Parametrized, RoleMap, build_model, parametrize
 
 from .data.sample import sample_batches
+from .deviations import documented
 from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
 
 if TYPE_CHECKING:
     import polars as pl
 
 DEFAULT_LR = {"adamw": 1e-2, "sgd": 0.03}
-
+VERDICTS = ("ok", "documented", "new")
 
 
 @dataclass(frozen=True)
 class CoordCheck:
-    model: ModelConfig           # its width is ignored; `widths` are used
+    model: ModelConfig | None    # deltamup's model (its width is ignored; `widths` are used), or None with a factory
     parametrization: str
     optimizer: str
     widths: tuple[int, ...]
@@ -39,18 +53,29 @@ class CoordCheck:
     seed: int = 0
     device: str = "auto"         # auto: cuda when available
     bf16: bool = True            # bf16 autocast on CUDA (the CPU always runs fp32)
+    model_factory: Callable[[int], nn.Module] | None = field(default=None, compare=False)
+    base_width: int | None = None        # the factory's base width (where every width multiplier is 1)
+    roles: RoleMap | str | None = None   # the factory's role map (None: roles from shapes and structure)
+    kind: str | None = None              # the factory's architecture ("gdn", …): which documented deviations apply
+    name: str = ""                       # what the factory builds, for titles (e.g. "pkg.module:make_model")
+    init: bool = True                    # the factory's model: re-draw the init per the table (False: keep its own)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
         parametrizations.check_optimizer(self.optimizer)
-        if len(self.widths) < 2:
+        if (self.model is None) == (self.model_factory is None):
+            raise ValueError("a coordinate check takes a ModelConfig or a model factory, one of the two")
+        if len(set(self.widths)) < 2:
             raise ValueError("a coordinate check needs at least two widths")
         if self.steps < 1:
             raise ValueError("steps must be ≥ 1")
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
-        for w in self.widths:
-            self.model.with_width(w)  # validates the head layout at every width
+        if self.model is not None:
+            for w in self.widths:
+                self.model.with_width(w)  # validates the head layout at every width
+        elif self.base_width is None or self.base_width < 1:
+            raise ValueError("a model factory needs base_width (the width where every width multiplier is 1)")
 
     @property
     def base_lr(self) -> float:
@@ -62,24 +87,137 @@ class CoordCheck:
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
 
+    @property
+    def model_kind(self) -> str | None:
+        return self.model.kind if self.model is not None else self.kind
+
+    @property
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(optimizer=self.optimizer, lr=self.base_lr, steps=self.steps, schedule="constant",
+                           grad_clip=None, seed=self.seed, bf16=self.bf16)
+
+    def describe(self) -> str:
+        """One line naming the run: model, parametrization, optimizer, widths, steps, LR."""
+        model = (f"{self.model.kind} depth {self.model.depth}" if self.model is not None
+                 else self.name or "model factory")
+        widths = f"{min(self.widths)}–{max(self.widths)}"
+        return (f"{model} · {self.parametrization} · {self.optimizer} · widths {widths} · {self.steps} steps · "
+                f"lr {self.base_lr:g}")
+
 
 def _rms(x: torch.Tensor) -> float:
     return x.pow(2).mean().sqrt().item()
 
 
-def measure_width(check: CoordCheck, width: int, batches: list) -> list[dict]:
+def _first(x):
+    """The tensor a module hands on: itself, the first of a tuple, or a model output's logits."""
+    if isinstance(x, tuple):
+        return x[0]
+    return getattr(x, "logits", x)
+
+
+def probe_sites(p: Parametrized) -> list[tuple[str, str, str]]:
+    """(module name, probe name, "input" | "output") for a parametrized model: the role map's probes if it has
+    some, else the structure's (embed, logits, block<i>.readout, block<i>.mixer_out, block<i>.<sub-layer>_out,
+    block<i>.<gate matrix module>)."""
+    if p.role_map is not None and p.role_map.probes is not None:
+        sites = [(s.module, s.field, s.side) for s in p.role_map.probes.sites(p.model)]
+        return [(m, f"block{_block(m)}.{label}" if _block(m) is not None else label, side)
+                for m, label, side in sites]
+    s, model = p.structure, p.model
+    sites = [(s.embedding, "embed", "output")] if s.embedding else []
+    gates = {n.rpartition(".")[0] for n, r in p.roles.items() if r is Role.GATE_MATRIX}
+    for mixer in s.mixers:
+        block = f"block{mixer.index}"
+        if mixer.norm not in (None, "?"):
+            sites.append((mixer.norm, f"{block}.readout", "input"))
+        sites.append((mixer.name, f"{block}.mixer_out", "output"))
+        sites += [(g, f"{block}.{g.rpartition('.')[2]}", "output") for g in sorted(gates)
+                  if g.startswith(mixer.name + ".")]
+        parent = model.get_submodule(mixer.block) if mixer.block else model
+        for child, module in parent.named_children():
+            name = f"{mixer.block}.{child}" if mixer.block else child
+            has_params = next(module.parameters(), None) is not None
+            if name != mixer.name and "norm" not in type(module).__name__.lower() and has_params:
+                sites.append((name, f"{block}.{child}_out", "output"))
+    if s.logits:
+        sites.append((s.logits, "logits", "output"))
+    return sites
+
+
+def _block(module_name: str) -> int | None:
+    return next((int(part) for part in module_name.split(".") if part.isdigit()), None)
+
+
+def _tap_input(name: str):
+    return lambda _module, args: tap(name, _first(args))
+
+
+def _tap_output(name: str):
+    return lambda _module, _args, output: tap(name, _first(output))
+
+
+def install_probes(p: Parametrized) -> list:
+    """Forward hooks that tap every probe site (after the multipliers' hooks, so they see the scaled tensors)."""
+    modules = dict(p.model.named_modules())
+    return [modules[m].register_forward_pre_hook(_tap_input(name)) if side == "input"
+            else modules[m].register_forward_hook(_tap_output(name)) for m, name, side in probe_sites(p)]
+
+
+@dataclass
+class Subject:
+    """One width's model, ready to train: the model, the role of each parameter, its optimizer."""
+
+    model: nn.Module
+    roles: dict[int, Role]
+    optimizer: torch.optim.Optimizer
+
+
+def _factory_build(check: CoordCheck, width: int) -> nn.Module:
+    try:
+        return check.model_factory(width)
+    except Exception as e:  # the user's code: any failure becomes one line before the check starts
+        raise ValueError(f"model factory {check.name or ''} at width {width}: {type(e).__name__}: {e}".replace(
+            "  ", " ")) from None
+
+
+def prepare(check: CoordCheck) -> dict[int, Subject]:
+    """Every width's model, parametrized, with its optimizer: all built before any training, so a width the model
+    cannot be built at (or cannot be parametrized at) fails first."""
+    device, subjects = check.torch_device, {}
+    if check.model is not None:
+        for width in check.widths:
+            model = build_model(check.model.with_width(width), check.parametrization, check.optimizer,
+                                seed=check.seed).to(device)
+            subjects[width] = Subject(model, {id(q): role_of(q) for q in model.parameters()},
+                                      make_optimizer(model, check.parametrization, check.train_config))
+        return subjects
+    base = _factory_build(check, check.base_width)
+    other = next(w for w in sorted(check.widths, reverse=True) if w != check.base_width)
+    delta = _factory_build(check, other)
+    for width in check.widths:
+        torch.manual_seed(check.seed)
+        model = _factory_build(check, width)
+        p = parametrize(model, check.parametrization, check.optimizer, base_model=base, delta_model=delta,
+                        roles=check.roles, init=check.init)
+        model.to(device)
+        install_probes(p)
+        c = check.train_config
+        subjects[width] = Subject(model, p.roles_by_id(), p.build_optimizer(
+            c.lr, weight_decay=c.weight_decay, betas=c.betas, momentum=c.momentum, nesterov=c.nesterov))
+    return subjects
+
+
+def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject) -> list[dict]:
     """Rows (width, step, probe, rms, l1, delta_rms) for one width.
 
     Probes are read on one fixed probe batch (batches[0]) at steps 0..steps (0 = initialisation); delta_rms is the
     RMS of x_t − x_0 on that batch, the change µP says must be Θ(1). Training step t uses batches[t + 1].
     update.<role> rows hold the RMS of the weight update ΔW that led to each step."""
-    config = check.model.with_width(width)
+    model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
-    model = build_model(config, check.parametrization, check.optimizer, seed=check.seed).to(device)
     batches = [tuple(t.to(device) for t in batch) for batch in batches]
-    train_config = TrainConfig(optimizer=check.optimizer, lr=check.base_lr, steps=check.steps, schedule="constant",
-                               grad_clip=None, seed=check.seed, bf16=check.bf16)
-    optimizer = make_optimizer(model, check.parametrization, train_config)
+    train_config = check.train_config
     rows: list[dict] = []
     initial: dict[str, torch.Tensor] = {}
     for step in range(check.steps + 1):
@@ -92,12 +230,12 @@ def measure_width(check: CoordCheck, width: int, batches: list) -> list[dict]:
         rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss, delta_rms=math.nan))
         if step == check.steps:
             break
-        before = [p.detach().clone() for p in model.parameters()]
+        before = [q.detach().clone() for q in model.parameters()]
         optimizer_step(model, optimizer, lm_loss(model, batches[step + 1], check.bf16), step, train_config)
         sq: dict[str, list[float]] = {}
-        for p, p0 in zip(model.parameters(), before):
-            acc = sq.setdefault(f"update.{role_of(p)}", [0.0, 0])
-            delta = (p.detach() - p0).float()
+        for q, q0 in zip(model.parameters(), before):
+            acc = sq.setdefault(f"update.{subject.roles[id(q)]}", [0.0, 0])
+            delta = (q.detach() - q0).float()
             acc[0] += delta.pow(2).sum().item()
             acc[1] += delta.numel()
         rows += [dict(width=width, step=step + 1, probe=name, rms=math.sqrt(s / n), l1=math.nan,
@@ -109,11 +247,14 @@ def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) ->
     """coords rows: one per (width, step, probe) with rms, l1 and delta_rms (plain dicts: no polars needed)."""
     gen = sample_batches(check.batch_size, check.seq_len, seed=check.seed)
     batches = [next(gen) for _ in range(check.steps + 1)]
-    rows: list[dict] = []
-    for width in check.widths:
-        if progress:
-            progress(f"width {width}")
-        rows += measure_width(check, width, batches)
+    on_cpu = check.model_factory is not None and check.torch_device.type == "cpu"
+    with reference_ops() if on_cpu else contextlib.nullcontext():  # fla's / Qwen3-Next's GPU-only kernels
+        subjects = prepare(check)
+        rows: list[dict] = []
+        for width in check.widths:
+            if progress:
+                progress(f"width {width}")
+            rows += measure_width(check, width, batches, subjects.pop(width))
     return rows
 
 
@@ -131,12 +272,20 @@ def write_rows(rows: list[dict], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str) -> pl.DataFrame:
-    """slopes: (probe, step, slope, expected, ok). slope fits log RMS against log width: of the probe at step 0,
-    of its change x_t − x_0 after. expected is the predicted exponent with the band a measurement may fall in
-    ("0 [-0.40, +0.10]"), or ">0.1" for probes that must grow; both are null where nothing is predicted."""
+SLOPES_SCHEMA = {"probe": "String", "step": "Int64", "slope": "Float64", "expected": "String", "ok": "Boolean",
+                 "verdict": "String", "note": "String"}
+
+
+def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str, kind: str | None = None) -> pl.DataFrame:
+    """slopes: (probe, step, slope, expected, ok, verdict, note). slope fits log RMS against log width: of the probe
+    at step 0, of its change x_t − x_0 after. expected is the predicted exponent with the band a measurement may fall
+    in ("0 [-0.40, +0.10]"), or ">0.1" for probes that must grow; both are null where nothing is predicted. verdict:
+    ok, documented (off its band, a deviation scaling/deviations.py lists for this model kind; note says why and
+    where the docs explain it) or new (off its band, unexplained); null where nothing is predicted."""
     import polars as pl
 
+    blocks = [int(b) for b in coords["probe"].str.extract(r"^block(\d+)\.").drop_nulls().unique().to_list()]
+    last_block = max(blocks, default=0)
     rows = []
     for (probe, step), group in coords.filter(pl.col("probe") != "loss").group_by(["probe", "step"]):
         group = group.sort("width")
@@ -144,57 +293,28 @@ def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str) -> pl
         x, y = np.log(group["width"].to_numpy()), np.log(np.maximum(size, 1e-30))
         slope = float(np.polyfit(x, y, 1)[0]) if len(x) >= 2 and np.all(np.isfinite(y)) else math.nan
         expect = parametrizations.expected_slope(parametrization, optimizer, probe)
+        ok = None if expect is None else expect.admits(step, slope)
+        known = documented(kind, parametrization, optimizer, probe, step, last_block) if ok is False else None
         rows.append(dict(probe=probe, step=step, slope=slope,
-                         expected=None if expect is None else expect.describe(step),
-                         ok=None if expect is None else expect.admits(step, slope)))
-    schema = {"probe": pl.String, "step": pl.Int64, "slope": pl.Float64, "expected": pl.String, "ok": pl.Boolean}
+                         expected=None if expect is None else expect.describe(step), ok=ok,
+                         verdict=None if ok is None else "ok" if ok else "documented" if known else "new",
+                         note=f"{known.reason} — {known.link}" if known else None))
+    schema = {k: getattr(pl, v) for k, v in SLOPES_SCHEMA.items()}
     return pl.DataFrame(rows, schema=schema).sort(["probe", "step"], maintain_order=True)
-
-
-def plot(coords: pl.DataFrame, path: Path, title: str) -> None:
-    """One panel per step, log-log against width: each probe's RMS at t = 0 and the RMS of its change after
-    (mup's coordinate-check plot, with the change as Tensor Programs V plots it)."""
-    import matplotlib
-    import polars as pl
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = sorted(coords["step"].unique().to_list())
-    probes = sorted(p for p in coords["probe"].unique().to_list() if p != "loss")
-    cmap = plt.get_cmap("tab20", max(len(probes), 1))
-    fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.6), sharey=True, squeeze=False)
-    for ax, step in zip(axes[0], steps):
-        at = coords.filter(pl.col("step") == step)
-        for i, probe in enumerate(probes):
-            g = at.filter(pl.col("probe") == probe).sort("width")
-            if len(g):
-                ax.plot(g["width"], g["rms" if step == 0 else "delta_rms"], marker="o", ms=3, lw=1, color=cmap(i),
-                        label=probe)
-        ax.set(xscale="log", yscale="log", title="t = 0: RMS(x_0)" if step == 0 else f"t = {step}: RMS(x_t − x_0)",
-               xlabel="width")
-        widths = sorted(coords["width"].unique().to_list())
-        ax.minorticks_off()
-        ax.set_xticks(widths, [str(w) for w in widths], rotation=45, fontsize=7)
-    axes[0][0].set_ylabel("RMS")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight", dpi=110)
-    plt.close(fig)
 
 
 def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path,
           measured_on: str | None = None) -> None:
-    """coords.parquet, slopes.csv and coords.png in `out`; measured_on names the machine in the plot's title
-    (default: this check's device and precision)."""
+    """coords.parquet, slopes.csv and check.json (what ran: the run's name, parametrization, optimizer, widths,
+    steps, lr, model, where it was measured) in `out`; measured_on names the machine (default: this check's device
+    and precision)."""
     out.mkdir(parents=True, exist_ok=True)
     coords.write_parquet(out / "coords.parquet")
     slopes.write_csv(out / "slopes.csv")
     if measured_on is None:
         precision = "bf16" if (check.bf16 and check.torch_device.type == "cuda") else "fp32"
         measured_on = f"{check.torch_device.type} {precision}"
-    title = (f"{check.model.kind} · {check.parametrization} · {check.optimizer} · lr {check.base_lr:g} · "
-             f"depth {check.model.depth} · {measured_on}")
-    plot(coords, out / "coords.png", title)
+    meta = dict(name=check.describe(), parametrization=check.parametrization, optimizer=check.optimizer,
+                widths=list(check.widths), steps=check.steps, lr=check.base_lr, kind=check.model_kind,
+                model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on)
+    (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

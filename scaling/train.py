@@ -58,10 +58,13 @@ def lr_factor(step: int, config: TrainConfig) -> float:
 
 
 def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
+    """Mean next-token cross-entropy; the model returns logits [B, T, vocab] or an output with .logits (Hugging
+    Face's CausalLMOutput)."""
     inputs, targets = batch
     use_bf16 = bf16 and inputs.device.type == "cuda"
     with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_bf16):
         logits = model(inputs)
+    logits = getattr(logits, "logits", logits)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
 
 

@@ -57,6 +57,9 @@ def test_fla_model_from_the_export_gets_the_same_roles_shapes_and_lrs(tmp_path: 
     for name, p in fla_params.items():
         assert lrs[id(p)] == pytest.approx(exp.groups[str(ours[deltamup_name(name)].role)].lr), name
     assert parametrizations.load_export(tmp_path / "config.json") == exp
+    # what fla's config cannot hold is said in the file: gdn-mup's √d readout and 1/m logits multipliers
+    note = model.config.deltamup_note
+    assert "readout × 13.8564" in note and "logits × 0.333333" in note and "a different model" in note
 
 
 def test_fla_shape_mismatch_is_reported(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import polars as pl
 import pytest
 from test_analysis import MISSING, WIDTHS, surface_spec, surface_trials, synthetic_trials, write_sweep
 
+from deltamup.models import ModelConfig
 from deltamup.reports.report import Report, build_report
-from deltamup.scaling.coord_check import fit_slopes
+from deltamup.scaling.coord_check import CoordCheck, fit_slopes, write
 
 CHROMIUM = shutil.which("chromium")
 FIGURES = ["loss_vs_lr", "shifted_loss", "optimum_vs_width", "coord_check_0"]
@@ -28,8 +29,8 @@ def write_coord_check(path: Path) -> Path:
     rows = [dict(width=w, step=s, probe=p, rms=0.1 * w ** e, l1=0.08 * w ** e, delta_rms=None if s == 0 else 0.01)
             for w in (64, 128, 256) for s in (0, 1, 2) for p, e in exponents.items()]
     coords = pl.DataFrame(rows, schema_overrides={"delta_rms": pl.Float64})
-    coords.write_parquet(path / "coords.parquet")
-    fit_slopes(coords, "gdn-mup", "adamw").write_csv(path / "slopes.csv")
+    check = CoordCheck(ModelConfig(depth=2), "gdn-mup", "adamw", (64, 128, 256), steps=2)
+    write(check, coords, fit_slopes(coords, "gdn-mup", "adamw", "gdn"), path)
     return path
 
 
@@ -57,7 +58,9 @@ def test_page_is_self_contained_and_says_what_is_missing(report: Report) -> None
     assert f"1 of {report.analysis.grid_size} grid trials have no result" in page
     assert f"<td>{MISSING['width']}</td>" in page and "CUDA out of memory" in page  # missing and failed trials
     assert "sp/adamw @2048 (low)" in page  # the bound
-    assert "Coordinate check: coord-check" in page and '<tr class="bad">' in page  # block1.q is off
+    # the heading names the run (check.json), not the folder; block1.q is off, and no deviation documents it
+    assert "Coordinate check: gdn depth 2 · gdn-mup · adamw · widths 64–256 · 2 steps · lr 0.01" in page
+    assert '<tr class="bad">' in page and "0 documented deviations (scaling/deviations.py" in page
     assert "parametrizations:\n- mup\n- sp" in page  # the spec
 
 

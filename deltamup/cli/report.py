@@ -8,7 +8,7 @@ from pathlib import Path
 
 from deltamup import parametrizations
 from deltamup.console import print_table, writable_dir
-from deltamup.parametrizations.export import FORMATS, write_export
+from deltamup.parametrizations.export import FORMATS, fla_note, write_export
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -137,4 +137,6 @@ def run_export(args: argparse.Namespace) -> int:
           f"→ width {export.width} (m = {export.width_mult:g}); hidden LR {hidden.lr:.4g}, init std "
           f"{_fmt(hidden.init_std)}")
     print(f"export ({fmt}): {out}")
+    if fmt == "fla":
+        print(f"note: {fla_note(export)}")
     return 0
