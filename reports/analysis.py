@@ -45,6 +45,7 @@ transfer — one row per (parametrization, optimizer):
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,27 +55,35 @@ import polars as pl
 import yaml
 
 from deltamup.sweeps import store
+from deltamup.sweeps.record import FIELD_TYPES, FINISHED
 from deltamup.sweeps.spec import parse
 
 KEYS = ["parametrization", "optimizer", "width"]
 GRID_KEYS = [*KEYS, "lr", "seed"]
 ROUND = 9  # transfer metrics are rounded to 1e-9 octaves: below that the difference is float noise
 LR_DIGITS = 9  # LRs are matched on round(log2(lr), LR_DIGITS): a spec's LRs and a trial's may differ by float noise
+DTYPES = {str: pl.String, int: pl.Int64, float: pl.Float64, bool: pl.Boolean}
+# the trial record's typed columns (sweeps/record.py), as polars dtypes: a sweep without trials yet has these
+TRIAL_SCHEMA = {name: DTYPES.get(next((a for a in typing.get_args(hint) if a is not type(None)), hint), pl.String)
+                for name, hint in FIELD_TYPES.items()}
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep directory's contents: spec (spec.yaml as a dict), trials (trials.parquet), curves (may be None)."""
+    """A sweep directory's contents: spec (spec.yaml as a dict), trials (trials.parquet), curves (may be None),
+    skipped (damaged result files in results/quarantine/ whose trial has no valid record)."""
 
     path: Path
     spec: dict
     trials: pl.DataFrame
     curves: pl.DataFrame | None
+    skipped: tuple[str, ...] = ()
 
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep directory; ValueError naming what is missing when it is not one. Trials come from the engine's
-    results/ (one JSON row per finished trial, so a running sweep's report is current), else trials.parquet."""
+    results/ (one record per finished trial, checked against sweeps/record.py's schema, so a running sweep's report
+    is current; a damaged one is moved to results/quarantine/ and skipped), else trials.parquet."""
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"sweep directory {path} does not exist")
@@ -86,18 +95,16 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ValueError(f"{spec_file} is not a mapping")
     records = store.read_records(path)  # results/: the engine's source of truth, current while a sweep runs
     if records:
-        trials = pl.from_arrow(store.rows_table(records, store.ID_COLUMNS))
+        trials = pl.from_arrow(store.rows_table(records))
     elif trials_file.is_file():
         trials = pl.read_parquet(trials_file)
     else:
-        trials = pl.DataFrame(schema={"trial_id": pl.String, "parametrization": pl.String, "optimizer": pl.String,
-                                      "width": pl.Int64, "lr": pl.Float64, "seed": pl.Int64, "status": pl.String,
-                                      "diverged": pl.Boolean, "smoothed_loss": pl.Float64, "val_loss": pl.Float64})
+        trials = pl.DataFrame(schema=TRIAL_SCHEMA)
     missing = [c for c in GRID_KEYS if c not in trials.columns]
     if missing:
         raise ValueError(f"{trials_file} lacks the columns {', '.join(missing)}")
     curves = pl.read_parquet(curves_file) if curves_file.is_file() else None
-    return Sweep(path, spec, trials, curves)
+    return Sweep(path, spec, trials, curves, tuple(store.skipped(path)))
 
 
 def expand_grid(spec: dict) -> pl.DataFrame:
@@ -146,7 +153,7 @@ def _with_status(trials: pl.DataFrame) -> pl.DataFrame:
 
 def _finished() -> pl.Expr:
     """Trials that ran to an end (ok or diverged); others (error, running, …) are left out of the optimum."""
-    return pl.col("status").is_in(["ok", "diverged"]).fill_null(False)
+    return pl.col("status").is_in(list(FINISHED)).fill_null(False)
 
 
 def trial_losses(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFrame:

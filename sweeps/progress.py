@@ -76,7 +76,8 @@ def best_lr(records: list[dict[str, Any]]) -> tuple[float | None, float]:
     """(LR with the lowest seed-mean smoothed loss, that loss); diverged and errored trials count as inf."""
     by_lr: dict[float, list[float]] = defaultdict(list)
     for r in records:
-        by_lr[r["lr"]].append(r.get("smoothed_loss", math.inf) if r["status"] == "ok" else math.inf)
+        loss = r.get("smoothed_loss") if r["status"] == "ok" else None
+        by_lr[r["lr"]].append(math.inf if loss is None else loss)
     if not by_lr:
         return None, math.inf
     lr = min(by_lr, key=lambda k: statistics.fmean(by_lr[k]))

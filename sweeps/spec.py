@@ -37,6 +37,8 @@ from deltamup.models import ModelConfig
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig
 
+from .record import trial_id
+
 TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
@@ -93,8 +95,8 @@ class TrialPoint:
 
     @property
     def key(self) -> str:
-        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0"."""
-        return f"{self.parametrization}.{self.optimizer}.w{self.width}.lr{self.lr:.6g}.s{self.seed}"
+        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0" (record.trial_id: the exact LR)."""
+        return trial_id(self.parametrization, self.optimizer, self.width, self.lr, self.seed)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
+from .record import SCHEMA
 from .spec import SweepSpec, TrialPoint
 
 REPORT_EVERY_S = 30.0  # intermediate tune.report at most this often: each one is a round trip to the driver
@@ -125,10 +126,12 @@ def finite_or_inf(value: float) -> float:
 
 
 def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The trial's config keys as flat columns (trial id, grid point, model fields, training settings)."""
+    """The trial's config keys as flat columns of its record (sweeps/record.py: schema, trial id, grid point, model
+    fields, training settings)."""
     train_cfg = {k: v for k, v in cfg["train"].items() if k not in ("lr", "optimizer", "seed", "steps", "betas")}
     task = cfg["task"] if isinstance(cfg["task"], str) else json.dumps(cfg["task"], sort_keys=True)
-    return ({"trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"] | cfg["model"]
+    return ({"schema": SCHEMA, "trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"]
+            | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
                "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1]}
             | train_cfg)
