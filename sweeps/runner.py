@@ -17,6 +17,7 @@ from typing import Any
 from deltamup.console import writable_dir
 
 from . import store
+from .packing import check_memory
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
 from .trial import trial_config
 from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_config
@@ -25,7 +26,7 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
-RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent")
+RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent", "limits")
 
 
 def configure_ray_env(local: bool) -> None:
@@ -72,6 +73,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
               num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
     """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
     (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
+    check_memory(spec, local=address is None)
     out = writable_dir(str(out))
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
@@ -85,10 +87,10 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary  # imports Ray: after configure_ray_env
 
+    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]  # damaged rows: quarantined, missing
     run = len(store.read_runs(out)) + 1
     started = time.time()
     store.append_run(out, {"run": run, "started_at": started, "address": address})
-    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
     launched = 0
     if todo or spec.search == "optuna":
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):

@@ -16,8 +16,11 @@
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
     failure: {retries: 1}
     search: grid                                               # or optuna (see `optuna:`)
+    limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
 A malformed field raises SpecError (a ValueError) naming it: "spec field 'lrs[1]': must be positive, got -0.1".
+Sizes beyond `limits` are refused before anything starts, naming the limit and its override
+(`--set limits.max_width=N`); sweeps/packing.py checks each trial's memory estimate against the declared resources.
 """
 from __future__ import annotations
 
@@ -44,13 +47,16 @@ TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
 SEARCHES = ("grid", "optuna")
 SPECS_DIR = Path(__file__).parent / "specs"  # the specs shipped with the package
+MAX_NAME = 100  # characters of `name`: a plain folder name
+MAX_MESSAGE = 300  # characters of a SpecError: a huge value is cut, not echoed
 
 
 class SpecError(ValueError):
     """A spec field is missing, unknown, mistyped or out of range."""
 
     def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"spec field '{path}': {problem}")
+        message = f"spec field '{path}': {problem}".replace("\n", " ")
+        super().__init__(message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "...")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,19 @@ class ResourceSpec:
 @dataclass(frozen=True)
 class FailureSpec:
     retries: int = 1                 # a trial that raises is run again this many times, then recorded as error
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    """Sizes refused before anything starts (absurd values would spend minutes allocating or expanding the grid)."""
+
+    max_width: int = 65536
+    max_depth: int = 256
+    max_heads: int = 1024
+    max_steps: int = 10_000_000
+    max_batch_tokens: int = 2**24    # batch_size × seq_len (and eval.batch_size × seq_len)
+    max_trials: int = 100_000        # the grid's size, plus Optuna's trials
+    check_memory: bool = True        # sweeps/packing.py: each trial's memory estimate must fit the declared resources
 
 
 @dataclass(frozen=True)
@@ -119,6 +138,7 @@ class SweepSpec:
     search: str = "grid"
     optuna: OptunaSpec = OptunaSpec()
     max_concurrent: int | None = None
+    limits: LimitSpec = LimitSpec()
 
     def model_config(self, width: int) -> ModelConfig:
         return ModelConfig(**{**self.model, "width": width})
@@ -183,7 +203,7 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
     for key, value in raw.items():
         if key in TRAIN_KEYS:
             values["train"][key] = _typed(value, train_hints[key], key)
-        elif key in ("eval", "resources", "failure", "optuna"):
+        elif key in ("eval", "resources", "failure", "optuna", "limits"):
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
@@ -210,12 +230,15 @@ def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
 
 
 def _check(spec: SweepSpec) -> None:
+    _check_name(spec.name)
+    _check_limits(spec)
     for axis in GRID_AXES:
         values = getattr(spec, axis)
         if not values:
             raise SpecError(axis, "must not be empty")
         if len(set(values)) != len(values):
             raise SpecError(axis, f"has duplicates: {list(values)}")
+    _check_near_lrs(spec.lrs)
     for i, width in enumerate(spec.widths):
         if width < 1:
             raise SpecError(f"widths[{i}]", f"must be positive, got {width}")
@@ -228,6 +251,8 @@ def _check(spec: SweepSpec) -> None:
                         ("optuna.trials", spec.optuna.trials)):
         if value < 1:
             raise SpecError(name, f"must be positive, got {value}")
+    if spec.eval.batch_size is not None and spec.eval.batch_size < 1:
+        raise SpecError("eval.batch_size", f"must be positive, got {spec.eval.batch_size}")
     if spec.failure.retries < 0:
         raise SpecError("failure.retries", f"must not be negative, got {spec.failure.retries}")
     if not 0 < spec.eval.smooth_last <= 1:
@@ -239,6 +264,40 @@ def _check(spec: SweepSpec) -> None:
     _check_model(spec)
     _check_train(spec)
     _check_resources(spec.resources, spec.widths)
+
+
+def _check_name(name: str) -> None:
+    """`name` is a plain folder name (the default sweep directory is runs/sweeps/<name>)."""
+    if not 0 < len(name) <= MAX_NAME:
+        raise SpecError("name", f"must have 1–{MAX_NAME} characters, got {len(name)}")
+    if name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise SpecError("name", f"must be a plain folder name (no '/', '\\', '..'), got {name!r}")
+
+
+def _check_limits(spec: SweepSpec) -> None:
+    """Sizes within spec.limits, checked before the grid is expanded."""
+    limits = spec.limits
+    model = {k: v for k, v in spec.model.items() if k in ("depth", "heads")}
+    tokens = max(spec.batch_size, spec.eval.batch_size or 0) * spec.seq_len
+    grid = math.prod(len(getattr(spec, axis)) for axis in GRID_AXES)
+    optuna = spec.optuna.trials * grid // (len(spec.lrs) * len(spec.seeds)) if spec.search == "optuna" else 0
+    checks = [("widths", max(spec.widths, default=0), "max_width"), ("steps", spec.steps, "max_steps"),
+              ("batch_size", tokens, "max_batch_tokens"), ("<grid>", grid + optuna, "max_trials")]
+    checks += [(f"model.{k}", v, f"max_{k}") for k, v in model.items() if isinstance(v, int)]
+    for path, value, limit in checks:
+        if value > getattr(limits, limit):
+            what = {"max_batch_tokens": "batch_size × seq_len", "max_trials": "trials"}.get(limit, "")
+            raise SpecError(path, f"{what + ' ' if what else ''}{value:,} exceeds limits.{limit} = "
+                            f"{getattr(limits, limit):,} (raise it with --set limits.{limit}=N if you mean it)")
+
+
+def _check_near_lrs(lrs: tuple[float, ...]) -> None:
+    """Distinct LRs that agree to 6 significant digits are refused: tables, figures and old trial ids could not
+    tell them apart."""
+    ordered = sorted(lrs)
+    for a, b in zip(ordered, ordered[1:]):
+        if f"{a:.6g}" == f"{b:.6g}":
+            raise SpecError("lrs", f"{a!r} and {b!r} agree to 6 significant digits: keep one")
 
 
 def _check_model(spec: SweepSpec) -> None:
