@@ -55,7 +55,8 @@ class SpecError(ValueError):
     """A spec field is missing, unknown, mistyped or out of range."""
 
     def __init__(self, path: str, problem: str) -> None:
-        message = f"spec field '{path}': {problem}".replace("\n", " ")
+        path = path if path.isprintable() else repr(path)[1:-1]  # one line, whatever the key
+        message = " ".join(f"spec field '{path}': {problem}".splitlines())
         super().__init__(message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "...")
 
 
@@ -207,13 +208,21 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
-        elif key in ("model", "task"):
+        elif key == "model":
+            values[key] = _typed(value, dict, key)
+        elif key == "task":
+            if not (isinstance(value, str) or isinstance(value, dict) and isinstance(value.get("name"), str)):
+                raise SpecError(key, f"expected a task name or {{name: …, options}}, got {value!r}")
             values[key] = value
         else:
             values[key] = _typed(value, hints[key], key)
     for key in ("widths", "lrs", "steps"):
         if key not in values:
             raise SpecError(key, "required")
+    gpu = values.get("resources", ResourceSpec()).gpu
+    if isinstance(gpu, dict):  # a spec as run (JSON-safe) has the widths as text keys
+        gpu = {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in gpu.items()}
+        values["resources"] = dataclasses.replace(values["resources"], gpu=gpu)
     spec = SweepSpec(**values)
     _check(spec)
     return _with_task_vocab(spec) if open_task else spec
@@ -320,6 +329,8 @@ def _check_train(spec: SweepSpec) -> None:
     if spec.train.get("warmup_steps", 0) >= spec.steps:
         raise SpecError("warmup_steps", f"{spec.train['warmup_steps']} leaves no step at the peak LR of "
                         f"{spec.steps} steps")
+    if not all(0 <= b < 1 for b in spec.train.get("betas", (0.9, 0.95))):
+        raise SpecError("betas", f"must lie in [0, 1), got {list(spec.train['betas'])}")
     if spec.train.get("weight_decay", 0.0) < 0:
         raise SpecError("weight_decay", f"must not be negative, got {spec.train['weight_decay']}")
     point = spec.grid()[0]
@@ -402,13 +413,14 @@ def _typed(value: Any, hint: Any, path: str) -> Any:
         if value is not None:
             raise SpecError(path, f"expected null, got {value!r}")
         return None
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+    if hint is float and (isinstance(value, int | float | str) and not isinstance(value, bool)):
         try:
-            return float(value)
+            number = float(value)  # YAML reads 1e-3 (no dot) as a string
         except ValueError:
             raise SpecError(path, f"expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise SpecError(path, f"expected a finite number, got {value!r}")
+        return number
     if hint is dict and isinstance(value, dict):
         return value
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
@@ -417,10 +429,11 @@ def _typed(value: Any, hint: Any, path: str) -> Any:
 
 
 def _named(path: str, check: Any, *args: Any) -> Any:
-    """check(*args), its ValueError re-raised as a SpecError naming `path`."""
+    """check(*args), its ValueError (or TypeError: an option of the wrong type deep inside) re-raised as a
+    SpecError naming `path`."""
     try:
         return check(*args)
     except SpecError:
         raise
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise SpecError(path, str(e)) from None
