@@ -2,12 +2,14 @@
 compact progress view; the sweep directory (sweeps.store) is the source of truth, so --resume after a kill runs
 exactly the trials without a finished row.
 
-    run_sweep(spec, out, address=None, resume=False)   # local Ray by default (loopback, token auth on)
+    run_sweep(spec, out, address=None, resume=False)   # a local Ray cluster: 127.0.0.1 only, token auth, whatever
+                                                       # the environment says (address="auto" or host:port opts out)
 """
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,15 +26,47 @@ from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_co
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
-LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
+# A local cluster's security, set whatever the environment says (--address opts out: that cluster's own settings):
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every service bound to 127.0.0.1
+                 "RAY_AUTH_MODE": "token"}  # token auth: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
 RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent", "limits")
 
 
 def configure_ray_env(local: bool) -> None:
-    """Ray's environment; must run before `import ray` (Ray reads it at import)."""
-    for key, value in {**RAY_ENV, **(LOCAL_RAY_ENV if local else {})}.items():
+    """Ray's environment; must run before `import ray` (Ray reads it at import). For a local cluster LOCAL_RAY_ENV
+    replaces what the environment says; the rest are defaults a user may override."""
+    for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
+    if local:
+        os.environ.update(LOCAL_RAY_ENV)
+
+
+def check_local_security() -> None:
+    """Before a local cluster starts: Ray (perhaps imported before configure_ray_env) sees LOCAL_RAY_ENV."""
+    from ray._private import ray_constants
+    from ray._raylet import Config
+
+    if ray_constants.ENABLE_RAY_CLUSTER:
+        raise ValueError("Ray was imported before deltamup could bind the local cluster to 127.0.0.1: import "
+                         "deltamup.sweeps.runner first, or start Ray yourself and pass --address")
+    Config.initialize("")  # Ray's own way to re-read RAY_AUTH_MODE after import (authentication_token_setup.py)
+    private_token()
+
+
+def private_token() -> None:
+    """Where the environment names no token, the one Ray would create in ~/.ray/auth_token, created first and
+    readable by this user only (Ray writes it with the umask's mode); an existing file is left as it is."""
+    if "RAY_AUTH_TOKEN" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return
+    path = Path.home() / ".ray" / "auth_token"
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))  # 256 bits, as Ray's own generator
 
 
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
@@ -60,9 +94,10 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
         return
     if address:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
+    else:  # a new cluster on this machine, also where RAY_ADDRESS names another: loopback, token auth
+        check_local_security()
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 logging_level=logging.WARNING, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     try:
         yield
     finally:
