@@ -14,9 +14,10 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
     extra         any further result, flat: a column per key, its value a scalar or a list of scalars (a task's
                   metrics such as acc_test_len or acc@128, val_loss_h50, …). A key the record does not name lands
                   here when a record is read, so new scalar results need no schema change.
-    cost          steps, tokens, train_seconds, tokens_per_s, params, attempts, device, threads, gpu_ids, node_id,
-                  started_at, finished_at (unix s), wall_seconds, gpu_util (%, filled in by store.consolidate),
-                  tracebacks (files next to the record, one per failed attempt)
+    cost          steps, tokens, train_seconds, tokens_per_s, params, attempts (the failed attempts, + 1 for the
+                  one that finished), device, threads, gpu_ids, node_id, started_at, finished_at (unix s),
+                  wall_seconds, gpu_util (%, filled in by store.consolidate), tracebacks (names of the files in
+                  results/ holding each failed attempt's traceback, over every run of the sweep)
 
 from_row checks a parsed file: a JSON object; trial_id and status present and strings; every field it names of its
 type (ints for ints, numbers for floats, a list of strings for gpu_ids and tracebacks); width ≥ 1 and lr > 0 where

@@ -79,7 +79,8 @@ class ResourceSpec:
 
 @dataclass(frozen=True)
 class FailureSpec:
-    retries: int = 1                 # a trial that raises is run again this many times, then recorded as error
+    retries: int = 1                 # Ray reruns a failed trial this many times (a fresh worker each), then it is
+                                     # recorded as error; every attempt's traceback is kept in results/
 
 
 @dataclass(frozen=True)

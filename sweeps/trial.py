@@ -1,14 +1,17 @@
 """One trial: build the model from the spec, train it with scaling.train.train on the device Ray assigned,
 evaluate, write its row and curve into the sweep directory (before returning), and report to Ray Tune.
 
-A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is retried
-`retries` times in place, then recorded as status "error" with its text: the trial itself never fails for Ray.
+A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is stored with
+its full traceback next to the record (results/<trial_id>.attempt<N>.traceback.txt) and raised to Ray, which
+reruns the trial in a fresh worker `failure.retries` times (FailureConfig) before the driver records it as status
+"error" (sweeps/tuner.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import os
 import socket
 import time
 import traceback
@@ -34,7 +37,7 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
     return {"trial_id": point.key, "phase": phase, "out": str(Path(out).resolve()), "run": run,
             "point": dataclasses.asdict(point), "model": spec.model_config(point.width).to_dict(),
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
-            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval), "retries": spec.failure.retries}
+            "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -48,8 +51,7 @@ def run_trial(config: dict[str, Any]) -> None:
                            "on a multi-node cluster put it on a filesystem every node mounts")
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
-    started = time.time()
-    outcome, error, attempts, last_report = None, None, 0, started
+    started = last_report = time.time()
 
     def report(step: int, loss: float) -> None:
         nonlocal last_report
@@ -57,29 +59,24 @@ def run_trial(config: dict[str, Any]) -> None:
             tune.report({"step": step, "train_loss": finite_or_inf(loss)})
             last_report = time.time()
 
-    while outcome is None and attempts <= cfg["retries"]:
-        attempts += 1
-        try:
-            outcome = train_and_evaluate(cfg, device, report)
-        except Exception as e:  # recorded, never raised: a failed trial is a result of the sweep
-            error = "".join(traceback.format_exception_only(e)).strip()
-            traceback.print_exc()
+    try:
+        result, val_loss, params, metrics = train_and_evaluate(cfg, device, report)
+    except Exception:
+        store.write_traceback(out, cfg["trial_id"], f"pid {os.getpid()} on {socket.gethostname()} (node {node_id()}), "
+                                                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n\n"
+                                                    f"{traceback.format_exc()}")
+        raise  # to Ray: FailureConfig(max_failures=retries) reruns it in a fresh worker; tuner records the last failure
+    finally:
         if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
             torch.cuda.empty_cache()
-    record = base_record(cfg) | {"attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids,
-                                 "node_id": node_id(), "started_at": started, "finished_at": time.time()}
-    if outcome is None:
-        record |= {"status": "error", "error": error, "diverged": False}
-        curve = {c: [] for c in store.CURVE_COLUMNS}
-    else:
-        result, val_loss, params, metrics = outcome
-        record |= metrics | result_columns(cfg, result, val_loss, params)
-        curve = curve_columns(cfg, result)
+    tracebacks = [p.name for p in store.traceback_paths(out, cfg["trial_id"])]
+    record = base_record(cfg) | metrics | result_columns(cfg, result, val_loss, params)
+    record |= {"attempts": len(tracebacks) + 1, "tracebacks": tracebacks, "device": str(device), "threads": threads,
+               "gpu_ids": gpu_ids, "node_id": node_id(), "started_at": started, "finished_at": time.time()}
     record["wall_seconds"] = record["finished_at"] - started
-    store.write_trial(out, record, curve)
-    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
-                 "train_loss": record.get("final_train_loss", math.inf),
-                 "smoothed_loss": record.get("smoothed_loss", math.inf)})
+    store.write_trial(out, record, curve_columns(cfg, result))
+    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record["steps"],
+                 "train_loss": record["final_train_loss"], "smoothed_loss": record["smoothed_loss"]})
 
 
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device,

@@ -54,7 +54,7 @@ def run_report(args: argparse.Namespace) -> int:
     from deltamup.reports.report import build_report
 
     load_sweep(args.sweep_dir)  # bad input: one line before any work
-    out = writable_dir(args.out) if args.out else None
+    out = writable_dir(args.out or str(Path(args.sweep_dir) / "report"))
     report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
     a = report.analysis
     rows = [{k: _fmt(v) for k, v in r.items()} for r in a.optima.select(
