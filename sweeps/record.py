@@ -106,10 +106,12 @@ class TrialRecord:
 
     @property
     def key(self) -> str:
-        """The grid point's canonical id (recomputed from the identity, so a record written under an older id
-        format still matches its point); the trial id where the identity is incomplete."""
-        point = (self.parametrization, self.optimizer, self.width, self.lr, self.seed)
-        return self.trial_id if None in point else trial_id(*point)
+        """The trial id with its LR written exactly (lr_text of the `lr` field), so a record written when ids
+        rounded the LR to 6 digits still matches its trial; the trial id itself where it has no LR part."""
+        head, sep, _ = self.trial_id.rpartition(".lr")
+        if not sep or self.lr is None or not self.trial_id.endswith(f".s{self.seed}"):
+            return self.trial_id
+        return f"{head}.lr{lr_text(self.lr)}.s{self.seed}"
 
     def to_row(self) -> dict[str, Any]:
         """The flat JSON object: schema (None for version 0), identity, model, config, metrics, extra, cost."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,11 +35,13 @@ RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optu
 
 
 def configure_ray_env(local: bool) -> None:
-    """Ray's environment; must run before `import ray` (Ray reads it at import). For a local cluster LOCAL_RAY_ENV
-    replaces what the environment says; the rest are defaults a user may override."""
+    """Ray's environment; must run before `import ray` (Ray reads it at import). Where deltamup will start the local
+    cluster (local, and no Ray already initialised in this process, which ray_session then uses as it is)
+    LOCAL_RAY_ENV replaces what the environment says; the rest are defaults a user may override."""
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
-    if local:
+    ray = sys.modules.get("ray")
+    if local and not (ray is not None and ray.is_initialized()):
         os.environ.update(LOCAL_RAY_ENV)
 
 
