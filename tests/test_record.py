@@ -78,8 +78,8 @@ def test_a_bad_field_is_named(change: dict, field: str) -> None:
 
 
 def test_a_version_1_record_names_its_identity_in_full() -> None:
-    row = {"schema": SCHEMA, "trial_id": "sp.adamw.w32.lr0.00100000.s0", "status": "ok", "phase": "grid", "run": 1, "parametrization": "sp",
-           "optimizer": "adamw", "width": 32, "lr": 1e-3, "seed": 0}
+    row = {"schema": SCHEMA, "trial_id": "sp.adamw.w32.lr0.00100000.s0", "status": "ok", "phase": "grid", "run": 1,
+           "parametrization": "sp", "optimizer": "adamw", "width": 32, "lr": 1e-3, "seed": 0}
     assert TrialRecord.from_row(row).key == "sp.adamw.w32.lr0.001.s0"
     with pytest.raises(ValueError, match="'seed' is missing"):
         TrialRecord.from_row({k: v for k, v in row.items() if k != "seed"})
