@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def writable_dir(path: str) -> Path:
-    """The directory, created if needed; ValueError if it cannot be written."""
+    """The directory, created if needed; ValueError if it cannot be written (a write is tried: also a full disk or a
+    read-only filesystem is found before any work)."""
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -15,7 +16,34 @@ def writable_dir(path: str) -> Path:
         raise ValueError(f"cannot create output directory {out}: {e.strerror}") from None
     if not os.access(out, os.W_OK):
         raise ValueError(f"output directory {out} is not writable")
+    _probe(out)
     return out
+
+
+def writable_file(path: str, flag: str = "--out") -> Path:
+    """A file path to write later: its folder exists and takes a write, and it is not a folder itself."""
+    file = Path(path)
+    folder = file.parent
+    if file.is_dir():
+        raise ValueError(f"{flag}: {file} is a directory, not a file")
+    if not folder.is_dir():
+        raise ValueError(f"{flag}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"{flag}: folder {folder} is not writable")
+    _probe(folder)
+    return file
+
+
+def _probe(folder: Path) -> None:
+    """Writes and removes one byte in `folder`: ValueError naming the reason when that fails."""
+    probe = folder / f".write-probe-{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0")
+    except OSError as e:
+        raise ValueError(f"cannot write in {folder}: {e.strerror}") from None
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def print_table(rows: list[dict], columns: list[str] | None = None) -> None:

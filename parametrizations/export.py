@@ -38,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,7 +47,7 @@ import torch
 import yaml
 from torch import nn
 
-from deltamup.models import DeltaLM, ModelConfig, role_of
+from deltamup.models import DeltaLM, ModelConfig, Multipliers, role_of
 from deltamup.models.roles import Role
 
 from .apply import Parametrized, parametrize
@@ -200,25 +202,159 @@ def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: fl
                   provenance=dict(provenance or {}))
 
 
+class ExportError(ValueError):
+    """A field of an export document is missing, unknown, mistyped or out of range."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        path = path if path.isprintable() else repr(path)[1:-1]  # one line, whatever the key
+        super().__init__(f"export field '{path}': {problem}")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(doc: dict, key: str, path: str, low: float = 0.0, strict: bool = False,
+            optional: bool = False) -> float | None:
+    """doc[key] as a finite float ≥ low (> low when strict); ints are accepted."""
+    value = doc.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value < low or (strict and value == low):
+        raise ExportError(path, f"must be a finite number {'>' if strict else '≥'} {low:g}, got {_short(value)}")
+    return float(value)
+
+
+def _count(doc: dict, key: str, path: str, low: int = 1) -> int:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ExportError(path, f"must be an integer ≥ {low}, got {_short(value)}")
+    return value
+
+
+def _mapping(value: object, path: str, keys: set[str] | None = None, required: bool = True) -> dict:
+    """`value` as a mapping with string keys; with `keys`: no others, and (required) all of them."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ExportError(path, f"must be a mapping with text keys, got {_short(value)}")
+    if keys is not None:
+        unknown = sorted(set(value) - keys)
+        if unknown:
+            raise ExportError(f"{path}.{unknown[0]}" if path else unknown[0],
+                              f"unknown key (known: {', '.join(sorted(keys))})")
+        missing = sorted(keys - set(value)) if required else []
+        if missing:
+            raise ExportError(f"{path}.{missing[0]}" if path else missing[0], "missing")
+    return value
+
+
+def _plain(value: object, path: str) -> object:
+    """Provenance values: plain data (text, numbers but NaN, booleans, null, lists and mappings of these)."""
+    if isinstance(value, float) and math.isnan(value):
+        raise ExportError(path, "must not be NaN")
+    if isinstance(value, list):
+        return [_plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _plain(v, f"{path}.{k}") for k, v in _mapping(value, path).items()}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise ExportError(path, f"must be plain data, got {type(value).__name__}")
+
+
+def _typed_fields(doc: dict, hints: dict, path: str) -> dict:
+    """A dataclass's fields (int, float, str, bool, X | None, tuple[float, float]) checked by their type hints."""
+    for key, value in doc.items():
+        hint = hints[key]
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        ok = any(value is None if o is type(None) else
+                 isinstance(value, list | tuple) and len(value) == 2 and all(
+                     isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+                 if typing.get_origin(o) is tuple else
+                 isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+                 if o is float else isinstance(value, o) and not (o is int and isinstance(value, bool))
+                 for o in options)
+        if not ok:
+            names = " or ".join(getattr(o, "__name__", "a pair of numbers") for o in options).replace("NoneType",
+                                                                                                      "null")
+            raise ExportError(f"{path}.{key}", f"must be {names}, got {_short(value)}")
+    return doc
+
+
+ROLE_FIELDS = {f.name for f in dataclasses.fields(RoleExport)}
+TUNED_FIELDS = {"lr", "init_std", "weight_decay"}
+# the sweep's other training settings an export's `train` may carry (scaling.train.TrainConfig's, which lies above
+# this layer: tests/test_mutations.py keeps the two in step) and build_optimizer's eps
+TRAIN_TYPES = {"schedule": str, "warmup_steps": int, "min_lr_ratio": float, "weight_decay": float,
+               "grad_clip": float | None, "betas": tuple[float, float], "momentum": float, "nesterov": bool,
+               "bf16": bool, "log_every": int, "compile": bool, "eps": float}
+
+
+def _role(doc: object, path: str) -> RoleExport:
+    g = _mapping(doc, path, ROLE_FIELDS)
+    for key in ("lr", "lr_mult", "weight_decay", "wd_mult"):
+        _number(g, key, f"{path}.{key}")
+    tuned = _mapping(g["tuned"], f"{path}.tuned", TUNED_FIELDS)
+    for key in ("lr", "weight_decay"):
+        _number(tuned, key, f"{path}.tuned.{key}")
+    for where in (g, tuned):
+        _number(where, "init_std", f"{path}{'.tuned' if where is tuned else ''}.init_std", strict=True, optional=True)
+    return RoleExport(**{**g, **{k: float(g[k]) for k in ("lr", "lr_mult", "weight_decay", "wd_mult")},
+                         "init_std": None if g["init_std"] is None else float(g["init_std"]),
+                         "tensors": _count(g, "tensors", f"{path}.tensors", 0),
+                         "elements": _count(g, "elements", f"{path}.elements", 0),
+                         "tuned": {k: None if v is None else float(v) for k, v in tuned.items()}})
+
+
 def from_dict(doc: dict) -> Export:
-    """An Export from a parsed document (or an fla config.json carrying one under "deltamup"); ValueError naming
-    what is wrong otherwise."""
+    """An Export from a parsed document (or an fla config.json carrying one under "deltamup"), every field checked
+    (types, ranges, known names, no unknown keys); ExportError (a ValueError) naming the field otherwise."""
     doc = doc.get("deltamup", doc) if isinstance(doc, dict) else doc
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise ValueError(f"not a deltamup export (schema {found!r}, expected {SCHEMA!r})")
+        raise ValueError(f"not a deltamup export (field 'schema' is {_short(found)}, expected {SCHEMA!r})")
     names = {f.name for f in dataclasses.fields(Export)}
-    missing = sorted(n for n in names - set(doc) if n not in ("train", "provenance"))
-    if missing:
-        raise ValueError(f"deltamup export lacks {', '.join(missing)}")
+    _mapping({k: v for k, v in doc.items() if k not in ("train", "provenance")}, "", names - {"train", "provenance"})
+    _mapping(doc, "", names, required=False)
+    for key, check in (("parametrization", get), ("optimizer", check_optimizer)):
+        if not isinstance(doc[key], str):
+            raise ExportError(key, f"must be a name, got {_short(doc[key])}")
+        try:
+            check(doc[key])
+        except ValueError as e:
+            raise ExportError(key, str(e)) from None
+    width, base_width = _count(doc, "width", "width"), _count(doc, "base_width", "base_width")
+    tuned_width = _count(doc, "tuned_width", "tuned_width")
+    width_mult = _number(doc, "width_mult", "width_mult", strict=True)
+    if not math.isclose(width_mult, width / base_width, rel_tol=REL_TOL):
+        raise ExportError("width_mult", f"{width_mult:g} is not width / base_width = {width / base_width:g}")
+    lr = _number(doc, "lr", "lr", strict=True)
+    weight_decay = _number(doc, "weight_decay", "weight_decay")
+    model = _typed_fields(_mapping(doc["model"], "model", {f.name for f in dataclasses.fields(ModelConfig)},
+                                   required=False), typing.get_type_hints(ModelConfig), "model")
+    for key, value in (("width", width), ("base_width", base_width)):
+        if model.get(key, getattr(ModelConfig, key)) != value:
+            raise ExportError(f"model.{key}", f"{model.get(key)} differs from the export's {key} {value}")
     try:
-        groups = {role: RoleExport(**g) for role, g in doc["groups"].items()}
-        unknown = set(groups) - {str(r) for r in Role}
-        if unknown:
-            raise ValueError(f"unknown roles {sorted(unknown)}")
-    except (TypeError, AttributeError, ValueError) as e:
-        raise ValueError(f"deltamup export has malformed groups: {e}") from None
-    return Export(**{**{k: v for k, v in doc.items() if k in names}, "groups": groups})
+        ModelConfig(**model).with_width(tuned_width)
+    except ValueError as e:
+        raise ExportError("model", str(e)) from None
+    mults = {}
+    for key in ("multipliers", "tuned_multipliers"):
+        fields = {f.name for f in dataclasses.fields(Multipliers)}
+        mults[key] = {k: _number(doc[key], k, f"{key}.{k}", strict=True) for k in _mapping(doc[key], key, fields)}
+    groups = {role: _role(g, f"groups.{role}") for role, g in _mapping(doc["groups"], "groups",
+                                                                        {str(r) for r in Role}, False).items()}
+    if not groups:
+        raise ExportError("groups", "must name at least one role")
+    train = _typed_fields(_mapping(doc.get("train", {}), "train", set(TRAIN_TYPES), required=False), TRAIN_TYPES,
+                          "train")
+    provenance = _plain(_mapping(doc.get("provenance", {}), "provenance"), "provenance")
+    return Export(parametrization=doc["parametrization"], optimizer=doc["optimizer"], width=width,
+                  base_width=base_width, width_mult=width_mult, lr=lr, weight_decay=weight_decay,
+                  tuned_width=tuned_width, model=model, multipliers=mults["multipliers"],
+                  tuned_multipliers=mults["tuned_multipliers"], groups=groups,
+                  train={k: list(v) if isinstance(v, tuple) else v for k, v in train.items()}, provenance=provenance)
 
 
 def load_export(path: str | Path) -> Export:
@@ -230,7 +366,7 @@ def load_export(path: str | Path) -> Export:
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot parse {path}: {e}") from None
+        raise ValueError(f"cannot parse {path}: {' '.join(str(e).split())[:200]}") from None
     return from_dict(doc)
 
 

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,7 @@ import polars as pl
 import yaml
 
 from deltamup.sweeps import store
+from deltamup.sweeps.record import FIELD_TYPES
 from deltamup.sweeps.spec import parse
 
 from . import intervals, verdict
@@ -91,21 +93,28 @@ ROUND = 9  # transfer metrics are rounded to 1e-9 octaves: below that the differ
 LR_DIGITS = 9  # LRs are matched on round(log2(lr), LR_DIGITS): a spec's LRs and a trial's may differ by float noise
 METRICS = ("val_loss", "smoothed_loss", "final_train_loss")
 HORIZON = re.compile(r"^val_loss_h(\d+)$")  # validation loss at that percentage of the steps; val_loss is 100
+DTYPES = {str: pl.String, int: pl.Int64, float: pl.Float64, bool: pl.Boolean}
+# the trial record's typed columns (sweeps/record.py), as polars dtypes: a sweep without trials yet has these
+TRIAL_SCHEMA = {name: DTYPES.get(next((a for a in typing.get_args(hint) if a is not type(None)), hint), pl.String)
+                for name, hint in FIELD_TYPES.items()}
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep directory's contents: spec (spec.yaml as a dict), trials (trials.parquet), curves (may be None)."""
+    """A sweep directory's contents: spec (spec.yaml as a dict), trials (trials.parquet), curves (may be None),
+    skipped (damaged result files in results/quarantine/ whose trial has no valid record)."""
 
     path: Path
     spec: dict
     trials: pl.DataFrame
     curves: pl.DataFrame | None
+    skipped: tuple[str, ...] = ()
 
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep directory; ValueError naming what is missing when it is not one. Trials come from the engine's
-    results/ (one JSON row per finished trial, so a running sweep's report is current), else trials.parquet."""
+    results/ (one record per finished trial, checked against sweeps/record.py's schema, so a running sweep's report
+    is current; a damaged one is moved to results/quarantine/ and skipped), else trials.parquet."""
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"sweep directory {path} does not exist")
@@ -117,18 +126,16 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ValueError(f"{spec_file} is not a mapping")
     records = store.read_records(path)  # results/: the engine's source of truth, current while a sweep runs
     if records:
-        trials = pl.from_arrow(store.rows_table(records, store.ID_COLUMNS))
+        trials = pl.from_arrow(store.rows_table(records))
     elif trials_file.is_file():
         trials = pl.read_parquet(trials_file)
     else:
-        trials = pl.DataFrame(schema={"trial_id": pl.String, "parametrization": pl.String, "optimizer": pl.String,
-                                      "width": pl.Int64, "lr": pl.Float64, "seed": pl.Int64, "status": pl.String,
-                                      "diverged": pl.Boolean, "smoothed_loss": pl.Float64, "val_loss": pl.Float64})
+        trials = pl.DataFrame(schema=TRIAL_SCHEMA)
     missing = [c for c in GRID_KEYS if c not in trials.columns]
     if missing:
         raise ValueError(f"{trials_file} lacks the columns {', '.join(missing)}")
     curves = pl.read_parquet(curves_file) if curves_file.is_file() else None
-    return Sweep(path, spec, trials, curves)
+    return Sweep(path, spec, trials, curves, tuple(store.skipped(path)))
 
 
 def expand_grid(spec: dict) -> pl.DataFrame:
@@ -197,7 +204,7 @@ def _with_status(trials: pl.DataFrame) -> pl.DataFrame:
 
 
 def _finished() -> pl.Expr:
-    """Trials that ran to an end (ok or diverged); others (error, running, …) are left out of the optimum."""
+    """Trials that ran to an end (ok or diverged); others (error, pruned, running, …) are left out of the optimum."""
     return pl.col("status").is_in(["ok", "diverged"]).fill_null(False)
 
 

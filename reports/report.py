@@ -62,6 +62,10 @@ def _status(a: Analysis) -> str:
         parts.append(f'<p class="note">The sweep is incomplete: {len(a.missing)} of {a.grid_size} grid trials have no '
                      "result yet (still running, or lost). Optima below use the trials that finished.</p>"
                      + html.table(a.missing))
+    if a.sweep.skipped:
+        parts.append(f'<p class="note">Skipped {len(a.sweep.skipped)} damaged result file(s), moved to '
+                     f"results/quarantine/ (their trials count as missing; --resume reruns them): "
+                     f"{_html.escape(', '.join(a.sweep.skipped))}</p>")
     if not a.failed.is_empty():
         parts.append('<p class="note">Failed trials (errors, not divergence; left out of the optima): '
                      f'{len(a.failed)}</p>'

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from . import store
+from .record import TrialRecord
 
 
-def run_wall_seconds(run: dict[str, Any], records: list[dict[str, Any]]) -> float:
+def run_wall_seconds(run: dict[str, Any], records: list[TrialRecord]) -> float:
     """A run's wall time: its end line's, or for a killed run (no end line) until its last finished trial."""
     if "wall_seconds" in run:
         return float(run["wall_seconds"])
-    last = max((r["finished_at"] for r in records if r.get("run") == run["run"] and "finished_at" in r),
+    last = max((r.finished_at for r in records if r.run == run["run"] and r.finished_at is not None),
                default=run["started_at"])
     return last - run["started_at"]
 
@@ -44,12 +45,11 @@ def _mean(values: list[float]) -> float | None:
 def totals(out: str | Path) -> dict[str, Any]:
     """The sweep's cost in one row (columns in the module docstring)."""
     out = Path(out)
-    records, runs, samples = store.read_records(out), store.read_runs(out), store.read_gpu_samples(out)
+    records, runs, samples = store.read_trials(out), store.read_runs(out), store.read_gpu_samples(out)
     walls = {run["run"]: run_wall_seconds(run, records) for run in runs}
-    gpus = {number: {str(g) for r in records if r.get("run") == number for g in r.get("gpu_ids") or []}
-            for number in walls}
+    gpus = {number: {g for r in records if r.run == number for g in r.gpu_ids or []} for number in walls}
     wall = sum(walls.values())
-    tokens = sum(r.get("tokens") or 0 for r in records)
+    tokens = sum(r.tokens or 0 for r in records)
     return dict(runs=len(runs), wall_seconds=wall, trials=len(records), tokens=tokens,
                 tokens_per_s=tokens / wall if wall > 0 else None,
                 gpu_seconds=sum(walls[n] * len(gpus[n]) for n in walls) if any(gpus.values()) else None,
@@ -59,13 +59,13 @@ def totals(out: str | Path) -> dict[str, Any]:
 def per_width(out: str | Path) -> list[dict[str, Any]]:
     """The trials' cost per width (columns in the module docstring)."""
     out = Path(out)
-    records, samples = store.read_records(out), store.read_gpu_samples(out)
+    records, samples = store.read_trials(out), store.read_gpu_samples(out)
     rows = []
-    for width in sorted({r["width"] for r in records}):
-        group = [r for r in records if r["width"] == width]
-        utils = [u for r in group if (u := store.trial_gpu_util(r, samples)) is not None]
-        rows.append(dict(width=width, trials=len(group), tokens=sum(r.get("tokens") or 0 for r in group),
-                         trial_seconds=sum(r.get("train_seconds") or 0.0 for r in group),
-                         tokens_per_s_trial=_mean([r["tokens_per_s"] for r in group if r.get("tokens_per_s")]),
+    for width in sorted({r.width for r in records if r.width is not None}):
+        group = [r for r in records if r.width == width]
+        utils = [u for r in group if (u := store.trial_gpu_util(r.to_row(), samples)) is not None]
+        rows.append(dict(width=width, trials=len(group), tokens=sum(r.tokens or 0 for r in group),
+                         trial_seconds=sum(r.train_seconds or 0.0 for r in group),
+                         tokens_per_s_trial=_mean([r.tokens_per_s for r in group if r.tokens_per_s]),
                          gpu_util=_mean(utils)))
     return rows

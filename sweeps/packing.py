@@ -6,6 +6,7 @@ memory a trial needs, rounded up to 1/2^k of a GPU, and a whole GPU for large mo
 from __future__ import annotations
 
 import math
+import os
 from functools import cache
 
 import torch
@@ -13,7 +14,7 @@ import torch
 from deltamup.models import DeltaLM, ModelConfig
 
 from .gpu_monitor import memory_total_mib
-from .spec import ResourceSpec, SweepSpec
+from .spec import ResourceSpec, SpecError, SweepSpec
 
 DEFAULT_GPU_MEMORY_GB = 80.0
 CUDA_OVERHEAD_BYTES = 1.5e9        # CUDA context, allocator slack, kernels' workspaces
@@ -72,3 +73,32 @@ def gpu_memory_bytes(resources: ResourceSpec) -> float:
         return resources.gpu_memory_gb * 1e9
     mib = memory_total_mib()
     return mib * 2**20 if mib is not None else DEFAULT_GPU_MEMORY_GB * 1e9
+
+
+def host_memory_bytes() -> float:
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(spec: SweepSpec, local: bool) -> None:
+    """SpecError (before Ray starts) for a width whose trial's memory estimate exceeds what one trial can have: one
+    GPU's memory where the spec gives trials GPUs (gpu_memory_bytes), else this machine's memory (a local sweep
+    without GPUs trains on the CPU). Off with limits.check_memory: false."""
+    if not spec.limits.check_memory:
+        return
+    gpu = spec.resources.gpu
+    if isinstance(gpu, dict):
+        on_gpu = any(share > 0 for share in gpu.values())
+    elif gpu == "auto":  # a cluster given by --address may have GPUs the driver does not see
+        on_gpu = not local or spec.resources.gpu_memory_gb is not None or memory_total_mib() is not None
+    else:
+        on_gpu = gpu > 0
+    capacity, where = ((gpu_memory_bytes(spec.resources), "one GPU") if on_gpu else
+                       (host_memory_bytes(), "this machine's memory"))
+    for i, width in enumerate(spec.widths):
+        for optimizer in spec.optimizers:
+            need = trial_memory_bytes(spec.model_config(width), optimizer, max(spec.batch_size,
+                                      spec.eval.batch_size or 0), spec.seq_len)
+            if need > capacity:
+                raise SpecError(f"widths[{i}]", f"a width-{width} {optimizer} trial needs about {need / 1e9:,.0f} GB "
+                                f"(sweeps/packing.py's estimate), more than the {capacity / 1e9:,.0f} GB of {where}: "
+                                "lower width, batch or seq_len, or --set limits.check_memory=false")

@@ -28,7 +28,8 @@ def best_lr(records: list[dict[str, Any]], metric: str = "smoothed_loss") -> tup
     """(LR with the lowest seed-mean `metric`, that loss); diverged, errored and pruned trials count as inf."""
     by_lr: dict[float, list[float]] = defaultdict(list)
     for r in records:
-        by_lr[r["lr"]].append(r.get(metric, math.inf) if r["status"] == "ok" else math.inf)
+        loss = r.get(metric) if r["status"] == "ok" else None  # records have every field: None where unknown
+        by_lr[r["lr"]].append(math.inf if loss is None else loss)
     if not by_lr:
         return None, math.inf
     lr = min(by_lr, key=lambda k: statistics.fmean(by_lr[k]))

@@ -2,12 +2,15 @@
 or, with `search: optuna`, Optuna's (sweeps.search), GPU-packed, with a compact progress view; the sweep directory
 (sweeps.store) is the source of truth, so --resume after a kill runs exactly the trials without a finished row.
 
-    run_sweep(spec, out, address=None, resume=False)   # local Ray by default (loopback, token auth on)
+    run_sweep(spec, out, address=None, resume=False)   # a local Ray cluster: 127.0.0.1 only, token auth, whatever
+                                                       # the environment says (address="auto" or host:port opts out)
 """
 from __future__ import annotations
 
 import logging
 import os
+import secrets
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,7 @@ from typing import Any
 from deltamup.console import writable_dir
 
 from . import store
+from .packing import check_memory
 from .refine import grid_centres, refine_points
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
 from .trial import trial_config, trial_key
@@ -24,16 +28,50 @@ from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_co
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
-LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
+# A local cluster's security, set whatever the environment says (--address opts out: that cluster's own settings):
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every service bound to 127.0.0.1
+                 "RAY_AUTH_MODE": "token"}  # token auth: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
 RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "refine", "optuna", "tracking",
-                                 "max_concurrent")
+                                 "max_concurrent", "limits")
 
 
 def configure_ray_env(local: bool) -> None:
-    """Ray's environment; must run before `import ray` (Ray reads it at import)."""
-    for key, value in {**RAY_ENV, **(LOCAL_RAY_ENV if local else {})}.items():
+    """Ray's environment; must run before `import ray` (Ray reads it at import). Where deltamup will start the local
+    cluster (local, and no Ray already initialised in this process, which ray_session then uses as it is)
+    LOCAL_RAY_ENV replaces what the environment says; the rest are defaults a user may override."""
+    for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
+    ray = sys.modules.get("ray")
+    if local and not (ray is not None and ray.is_initialized()):
+        os.environ.update(LOCAL_RAY_ENV)
+
+
+def check_local_security() -> None:
+    """Before a local cluster starts: Ray (perhaps imported before configure_ray_env) sees LOCAL_RAY_ENV."""
+    from ray._private import ray_constants
+    from ray._raylet import Config
+
+    if ray_constants.ENABLE_RAY_CLUSTER:
+        raise ValueError("Ray was imported before deltamup could bind the local cluster to 127.0.0.1: import "
+                         "deltamup.sweeps.runner first, or start Ray yourself and pass --address")
+    Config.initialize("")  # Ray's own way to re-read RAY_AUTH_MODE after import (authentication_token_setup.py)
+    private_token()
+
+
+def private_token() -> None:
+    """Where the environment names no token, the one Ray would create in ~/.ray/auth_token, created first and
+    readable by this user only (Ray writes it with the umask's mode); an existing file is left as it is."""
+    if "RAY_AUTH_TOKEN" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return
+    path = Path.home() / ".ray" / "auth_token"
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))  # 256 bits, as Ray's own generator
 
 
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
@@ -61,11 +99,10 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
         return
     if address:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    else:
-        # address="local": a new instance even where another one on this machine left /tmp/ray/ray_current_cluster
+    else:  # a new cluster on this machine, also where RAY_ADDRESS names another: loopback, token auth
+        check_local_security()
         ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                 logging_level=logging.WARNING,
-                 log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
+                 logging_level=logging.WARNING, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     try:
         yield
     finally:
@@ -76,6 +113,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
               num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
     """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
     (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
+    check_memory(spec, local=address is None)
     out = writable_dir(str(out))
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
@@ -89,10 +127,10 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary  # imports Ray: after configure_ray_env
 
+    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]  # damaged rows: quarantined, missing
     run = len(store.read_runs(out)) + 1
     started = time.time()
     store.append_run(out, {"run": run, "started_at": started, "address": address})
-    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
     launched = 0
     if spec.tracking.mlflow is not None:
         from .tracking import mlflow_experiment  # imports mlflow, an optional package

@@ -17,10 +17,13 @@
     failure: {retries: 1}
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
+    limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
 docs/sweeps.md describes every key with an example.
 
 A malformed field raises SpecError (a ValueError) naming it: "spec field 'lrs[1]': must be positive, got -0.1".
+Sizes beyond `limits` are refused before anything starts, naming the limit and its override
+(`--set limits.max_width=N`); sweeps/packing.py checks each trial's memory estimate against the declared resources.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ from deltamup.models import ModelConfig
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig
 
+from .record import trial_id
+
 TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
@@ -48,13 +53,17 @@ SEARCHES = ("grid", "refine", "optuna")
 PRUNERS = ("median", "none")
 TRACKERS = {"mlflow": ("tracking_uri", "experiment"), "wandb": ("project", "entity", "mode")}  # keys each takes
 SPECS_DIR = Path(__file__).parent / "specs"  # the specs shipped with the package
+MAX_NAME = 100  # characters of `name`: a plain folder name
+MAX_MESSAGE = 300  # characters of a SpecError: a huge value is cut, not echoed
 
 
 class SpecError(ValueError):
     """A spec field is missing, unknown, mistyped or out of range."""
 
     def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"spec field '{path}': {problem}")
+        path = path if path.isprintable() else repr(path)[1:-1]  # one line, whatever the key
+        message = " ".join(f"spec field '{path}': {problem}".splitlines())
+        super().__init__(message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "...")
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,21 @@ class ResourceSpec:
 
 @dataclass(frozen=True)
 class FailureSpec:
-    retries: int = 1                 # a trial that raises is run again this many times, then recorded as error
+    retries: int = 1                 # Ray reruns a failed trial this many times (a fresh worker each), then it is
+                                     # recorded as error; every attempt's traceback is kept in results/
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    """Sizes refused before anything starts (absurd values would spend minutes allocating or expanding the grid)."""
+
+    max_width: int = 65536
+    max_depth: int = 256
+    max_heads: int = 1024
+    max_steps: int = 10_000_000
+    max_batch_tokens: int = 2**24    # batch_size × seq_len (and eval.batch_size × seq_len)
+    max_trials: int = 100_000        # the grid's size, plus Optuna's trials
+    check_memory: bool = True        # sweeps/packing.py: each trial's memory estimate must fit the declared resources
 
 
 def horizon_column(fraction: float) -> str:
@@ -127,8 +150,8 @@ class TrialPoint:
 
     @property
     def key(self) -> str:
-        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0"."""
-        return f"{self.parametrization}.{self.optimizer}.w{self.width}.lr{self.lr:.6g}.s{self.seed}"
+        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0" (record.trial_id: the exact LR)."""
+        return trial_id(self.parametrization, self.optimizer, self.width, self.lr, self.seed)
 
 
 @dataclass(frozen=True)
@@ -153,6 +176,7 @@ class SweepSpec:
     optuna: OptunaSpec = OptunaSpec()
     tracking: TrackingSpec = TrackingSpec()
     max_concurrent: int | None = None
+    limits: LimitSpec = LimitSpec()
 
     def model_config(self, width: int) -> ModelConfig:
         return ModelConfig(**{**self.model, "width": width})
@@ -218,17 +242,25 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
     for key, value in raw.items():
         if key in TRAIN_KEYS:
             values["train"][key] = _typed(value, train_hints[key], key)
-        elif key in ("eval", "resources", "failure", "refine", "optuna", "tracking"):
+        elif key in ("eval", "resources", "failure", "refine", "optuna", "tracking", "limits"):
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
-        elif key in ("model", "task"):
+        elif key == "model":
+            values[key] = _typed(value, dict, key)
+        elif key == "task":
+            if not (isinstance(value, str) or isinstance(value, dict) and isinstance(value.get("name"), str)):
+                raise SpecError(key, f"expected a task name or {{name: …, options}}, got {value!r}")
             values[key] = value
         else:
             values[key] = _typed(value, hints[key], key)
     for key in ("widths", "lrs", "steps"):
         if key not in values:
             raise SpecError(key, "required")
+    gpu = values.get("resources", ResourceSpec()).gpu
+    if isinstance(gpu, dict):  # a spec as run (JSON-safe) has the widths as text keys
+        gpu = {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in gpu.items()}
+        values["resources"] = dataclasses.replace(values["resources"], gpu=gpu)
     spec = SweepSpec(**values)
     _check(spec)
     if not open_task:
@@ -248,12 +280,15 @@ def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
 
 
 def _check(spec: SweepSpec) -> None:
+    _check_name(spec.name)
+    _check_limits(spec)
     for axis in GRID_AXES:
         values = getattr(spec, axis)
         if not values:
             raise SpecError(axis, "must not be empty")
         if len(set(values)) != len(values):
             raise SpecError(axis, f"has duplicates: {list(values)}")
+    _check_near_lrs(spec.lrs)
     for i, width in enumerate(spec.widths):
         if width < 1:
             raise SpecError(f"widths[{i}]", f"must be positive, got {width}")
@@ -266,6 +301,8 @@ def _check(spec: SweepSpec) -> None:
                         ("refine.points", spec.refine.points), ("optuna.trials", spec.optuna.trials)):
         if value < 1:
             raise SpecError(name, f"must be positive, got {value}")
+    if spec.eval.batch_size is not None and spec.eval.batch_size < 1:
+        raise SpecError("eval.batch_size", f"must be positive, got {spec.eval.batch_size}")
     if spec.failure.retries < 0:
         raise SpecError("failure.retries", f"must not be negative, got {spec.failure.retries}")
     if not 0 < spec.eval.smooth_last <= 1:
@@ -341,6 +378,40 @@ def _check_tracking_packages(tracking: TrackingSpec) -> None:
         if getattr(tracking, name) is not None and importlib.util.find_spec(name) is None:
             raise SpecError(f"tracking.{name}", f"needs the {name} package, which is not installed: "
                             f"pip install {name}, or remove the key")
+def _check_name(name: str) -> None:
+    """`name` is a plain folder name (the default sweep directory is runs/sweeps/<name>)."""
+    if not 0 < len(name) <= MAX_NAME:
+        raise SpecError("name", f"must have 1–{MAX_NAME} characters, got {len(name)}")
+    if name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise SpecError("name", f"must be a plain folder name (no '/', '\\', '..'), got {name!r}")
+
+
+def _check_limits(spec: SweepSpec) -> None:
+    """Sizes within spec.limits, checked before the grid is expanded."""
+    limits = spec.limits
+    model = {k: v for k, v in spec.model.items() if k in ("depth", "heads")}
+    tokens = max(spec.batch_size, spec.eval.batch_size or 0) * spec.seq_len
+    grid = math.prod(len(getattr(spec, axis)) for axis in GRID_AXES)
+    groups = grid // max(1, len(spec.lrs) * len(spec.seeds))  # (parametrization, optimizer, width) triples
+    after = {"optuna": spec.optuna.trials, "refine": (2 * spec.refine.points + 1) * len(spec.refine.seeds)}
+    searched = after.get(spec.search, 0) * groups  # trials after the grid's
+    checks = [("widths", max(spec.widths, default=0), "max_width"), ("steps", spec.steps, "max_steps"),
+              ("batch_size", tokens, "max_batch_tokens"), ("<grid>", grid + searched, "max_trials")]
+    checks += [(f"model.{k}", v, f"max_{k}") for k, v in model.items() if isinstance(v, int)]
+    for path, value, limit in checks:
+        if value > getattr(limits, limit):
+            what = {"max_batch_tokens": "batch_size × seq_len", "max_trials": "trials"}.get(limit, "")
+            raise SpecError(path, f"{what + ' ' if what else ''}{value:,} exceeds limits.{limit} = "
+                            f"{getattr(limits, limit):,} (raise it with --set limits.{limit}=N if you mean it)")
+
+
+def _check_near_lrs(lrs: tuple[float, ...]) -> None:
+    """Distinct LRs that agree to 6 significant digits are refused: tables, figures and old trial ids could not
+    tell them apart."""
+    ordered = sorted(lrs)
+    for a, b in zip(ordered, ordered[1:]):
+        if f"{a:.6g}" == f"{b:.6g}":
+            raise SpecError("lrs", f"{a!r} and {b!r} agree to 6 significant digits: keep one")
 
 
 def _check_model(spec: SweepSpec) -> None:
@@ -363,6 +434,8 @@ def _check_train(spec: SweepSpec) -> None:
     if spec.train.get("warmup_steps", 0) >= spec.steps:
         raise SpecError("warmup_steps", f"{spec.train['warmup_steps']} leaves no step at the peak LR of "
                         f"{spec.steps} steps")
+    if not all(0 <= b < 1 for b in spec.train.get("betas", (0.9, 0.95))):
+        raise SpecError("betas", f"must lie in [0, 1), got {list(spec.train['betas'])}")
     if spec.train.get("weight_decay", 0.0) < 0:
         raise SpecError("weight_decay", f"must not be negative, got {spec.train['weight_decay']}")
     point = spec.grid()[0]
@@ -445,13 +518,14 @@ def _typed(value: Any, hint: Any, path: str) -> Any:
         if value is not None:
             raise SpecError(path, f"expected null, got {value!r}")
         return None
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+    if hint is float and (isinstance(value, int | float | str) and not isinstance(value, bool)):
         try:
-            return float(value)
+            number = float(value)  # YAML reads 1e-3 (no dot) as a string
         except ValueError:
             raise SpecError(path, f"expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise SpecError(path, f"expected a finite number, got {value!r}")
+        return number
     if hint is dict and isinstance(value, dict):
         return value
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
@@ -460,10 +534,11 @@ def _typed(value: Any, hint: Any, path: str) -> Any:
 
 
 def _named(path: str, check: Any, *args: Any) -> Any:
-    """check(*args), its ValueError re-raised as a SpecError naming `path`."""
+    """check(*args), its ValueError (or TypeError: an option of the wrong type deep inside) re-raised as a
+    SpecError naming `path`."""
     try:
         return check(*args)
     except SpecError:
         raise
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise SpecError(path, str(e)) from None

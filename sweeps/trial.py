@@ -6,14 +6,17 @@ same batches as the final one (eval.batches forward passes, outside train_second
 val_loss_hNN, a TensorBoard scalar, and, before the last horizon, an intermediate Ray Tune result
 {"step", "horizon", "val_loss", "train_loss"} that a searcher can prune on (sweeps.search).
 
-A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is retried
-`retries` times in place, then recorded as status "error" with its text: the trial itself never fails for Ray.
+A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is stored with
+its full traceback next to the record (results/<trial_id>.attempt<N>.traceback.txt) and raised to Ray, which
+reruns the trial in a fresh worker `failure.retries` times (FailureConfig) before the driver records it as status
+"error" (sweeps/tuner.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import os
 import socket
 import time
 import traceback
@@ -28,6 +31,7 @@ from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
+from .record import SCHEMA
 from .spec import SweepSpec, TrialPoint
 from .tracking import Tracker
 
@@ -46,8 +50,8 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "point": dataclasses.asdict(point), "model": spec.model_config(point.width).to_dict(),
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
-            "horizon_steps": spec.eval.horizon_steps(spec.steps), "retries": spec.failure.retries,
-            "sweep": spec.name, "tracking": dataclasses.asdict(spec.tracking)}
+            "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
+            "tracking": dataclasses.asdict(spec.tracking)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -61,8 +65,7 @@ def run_trial(config: dict[str, Any]) -> None:
                            "on a multi-node cluster put it on a filesystem every node mounts")
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
-    started = time.time()
-    outcome, error, attempts, last_report = None, None, 0, started
+    started = last_report = time.time()
     tracker = Tracker(cfg)
 
     def report(metrics: dict[str, Any], now: bool = False) -> None:
@@ -72,33 +75,30 @@ def run_trial(config: dict[str, Any]) -> None:
             tune.report(metrics)
             last_report = time.time()
 
-    while outcome is None and attempts <= cfg["retries"]:
-        attempts += 1
-        try:
-            outcome = train_and_evaluate(cfg, device, report, tracker)
-        except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
-            tracker.close({"status": "pruned"})
-            raise
-        except Exception as e:  # recorded, never raised: a failed trial is a result of the sweep
-            error = "".join(traceback.format_exception_only(e)).strip()
-            traceback.print_exc()
+    try:
+        result, val_losses, params, metrics = train_and_evaluate(cfg, device, report, tracker)
+    except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
+        tracker.close({"status": "pruned"})
+        raise
+    except Exception:
+        store.write_traceback(out, cfg["trial_id"], f"pid {os.getpid()} on {socket.gethostname()} (node {node_id()}), "
+                                                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n\n"
+                                                    f"{traceback.format_exc()}")
+        tracker.close({"status": "error"})
+        raise  # to Ray: FailureConfig(max_failures=retries) reruns it in a fresh worker; tuner records the last failure
+    finally:
         if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
             torch.cuda.empty_cache()
-    record = base_record(cfg) | {"attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids,
-                                 "node_id": node_id(), "started_at": started, "finished_at": time.time()}
-    if outcome is None:
-        record |= {"status": "error", "error": error, "diverged": False}
-        curve = {c: [] for c in store.CURVE_COLUMNS}
-    else:
-        result, val_losses, params, metrics = outcome
-        record |= metrics | result_columns(cfg, result, val_losses, params)
-        curve = curve_columns(cfg, result)
+    tracebacks = [p.name for p in store.traceback_paths(out, cfg["trial_id"])]
+    record = base_record(cfg) | metrics | result_columns(cfg, result, val_losses, params)
+    record |= {"attempts": len(tracebacks) + 1, "tracebacks": tracebacks, "device": str(device), "threads": threads,
+               "gpu_ids": gpu_ids, "node_id": node_id(), "started_at": started, "finished_at": time.time()}
     record["wall_seconds"] = record["finished_at"] - started
-    store.write_trial(out, record, curve)
+    store.write_trial(out, record, curve_columns(cfg, result))
     tracker.close(record)
-    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
-                 "train_loss": record.get("final_train_loss", math.inf), "val_loss": record.get("val_loss", math.inf),
-                 "smoothed_loss": record.get("smoothed_loss", math.inf)})
+    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record["steps"],
+                 "train_loss": record["final_train_loss"], "val_loss": record["val_loss"],
+                 "smoothed_loss": record["smoothed_loss"]})
 
 
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
@@ -163,10 +163,12 @@ def finite_or_inf(value: float) -> float:
 
 
 def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The trial's config keys as flat columns (trial id, grid point, model fields, training settings)."""
+    """The trial's config keys as flat columns of its record (sweeps/record.py: schema, trial id, grid point, model
+    fields, training settings)."""
     train_cfg = {k: v for k, v in cfg["train"].items() if k not in ("lr", "optimizer", "seed", "steps", "betas")}
     task = cfg["task"] if isinstance(cfg["task"], str) else json.dumps(cfg["task"], sort_keys=True)
-    return ({"trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"] | cfg["model"]
+    return ({"schema": SCHEMA, "trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"]
+            | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
                "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1]}
             | train_cfg)

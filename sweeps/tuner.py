@@ -1,6 +1,7 @@
-"""How a sweep's trials are handed to Ray Tune: their resources (GPU packing), the Tune and run configs, and the
-errors Ray itself reports. Ray is imported inside each function: the caller sets Ray's environment first
-(runner.configure_ray_env), and Ray reads it at import."""
+"""How a sweep's trials are handed to Ray Tune: their resources (GPU packing), the Tune and run configs (one retry
+mechanism: FailureConfig(max_failures=failure.retries), each retry in a fresh worker; sweeps/tracebacks.py keeps every
+failed attempt's traceback), and an error record for each trial Ray gave up on. Ray is imported inside each
+function: the caller sets Ray's environment first (runner.configure_ray_env), and Ray reads it at import."""
 from __future__ import annotations
 
 from collections import Counter
@@ -55,19 +56,23 @@ def run_config(spec: SweepSpec, out: Path, name: str, widths: list[int], progres
     from ray.tune.logger import JsonLoggerCallback
 
     from .progress import Progress
+    from .tracebacks import Tracebacks
 
     earlier = Counter(r["width"] for r in store.read_records(out) if r["status"] in store.FINISHED)
     return tune.RunConfig(storage_path=str((out / "ray").resolve()), name=name, verbose=0, stop=stop,
                           failure_config=tune.FailureConfig(max_failures=spec.failure.retries),
-                          callbacks=[Progress(widths, progress_every, earlier), JsonLoggerCallback()])
+                          callbacks=[Progress(widths, progress_every, earlier), Tracebacks(out), JsonLoggerCallback()])
 
 
 def record_ray_errors(out: Path, results: Any) -> None:
-    """Trials Ray itself gave up on (worker crash, lost node, out of memory) get an error row."""
+    """Trials Ray gave up on (every attempt raised, or its worker died) get an error row naming their tracebacks;
+    its error is the last line of the last one."""
     for result in results:
         cfg = result.config["trial"] if result.config else None
         if result.error is None or cfg is None or store.read_record(store.record_path(out, cfg["trial_id"])):
             continue
-        text = str(result.error).strip().splitlines()
-        record = base_record(cfg) | {"status": "error", "diverged": False, "error": text[-1] if text else "error"}
+        paths = store.traceback_paths(out, cfg["trial_id"])
+        lines = (paths[-1].read_text() if paths else str(result.error)).strip().splitlines()
+        record = base_record(cfg) | {"status": "error", "diverged": False, "error": lines[-1] if lines else "error",
+                                     "attempts": len(paths), "tracebacks": [p.name for p in paths]}
         store.write_trial(out, record, {c: [] for c in store.CURVE_COLUMNS})

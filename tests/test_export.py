@@ -129,7 +129,7 @@ def test_unsafe_or_foreign_files_are_refused(tmp_path: Path) -> None:
         parametrizations.load_export(other)
     doc = ex.make_export("sp", "adamw", ModelConfig(width=128, **SMALL), lr=1e-2).to_dict()
     del doc["groups"]
-    with pytest.raises(ValueError, match="lacks groups"):
+    with pytest.raises(ValueError, match="field .groups.: missing"):
         ex.from_dict(doc)
     with pytest.raises(ValueError, match="does not exist"):
         parametrizations.load_export(tmp_path / "nope.yaml")

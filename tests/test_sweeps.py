@@ -10,10 +10,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (read when ray is imported)
 
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -82,45 +80,6 @@ def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_p
     assert {r["node_id"] for r in rows} == {gpu_node}  # they ran on the second node, the one with the GPU
     spans = sorted((r["started_at"], r["finished_at"]) for r in rows)
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # two shared the GPU at once
-
-
-def test_raising_trial_is_retried_then_recorded_with_its_error(cluster, tmp_path):
-    # an empty validation split makes the evaluation after training raise inside the trial
-    spec = specs.load(tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3],
-                                task={"name": "sample", "val_fraction": 0.0}, failure={"retries": 1}))
-    out = tmp_path / "sweep"
-    run_sweep(spec, out, progress_every=60)
-    (row,) = pl.read_parquet(out / "trials.parquet").to_dicts()
-    assert row["status"] == "error" and row["attempts"] == 2
-    assert "ValueError" in row["error"] and "too long" in row["error"]
-    assert store.finished_ids(out) == set()  # an errored trial is not finished: a resume runs it again
-
-
-def test_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, tmp_path):
-    spec_path = tiny_spec(tmp_path, steps=30, log_every=10)
-    spec = specs.load(spec_path)
-    out = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
-                               "--address", cluster.address], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while len(store.finished_ids(out)) < 2 and time.time() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:  # its trials are gone
-        time.sleep(0.2)
-    before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
-    assert 2 <= len(before) < 8, "the driver was killed after some trials and before the end"
-    line = run_sweep(spec, out, resume=True, progress_every=60)
-    assert line["launched"] == 8 - len(before)
-    after = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
-    assert {name: after[name] for name in before} == before  # finished rows untouched
-    trials = pl.read_parquet(out / "trials.parquet")
-    assert sorted(trials["trial_id"]) == sorted(p.key for p in spec.grid())
-    assert trials.filter(pl.col("run") == 2).height == line["launched"]
-    assert set(trials["status"]) == {"ok"}
 
 
 def test_the_driver_runs_to_its_summary_without_polars(cluster, tmp_path):

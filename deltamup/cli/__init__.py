@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command line; returns the exit code (2: bad input, reported as one line)."""
+    """Run one command line; returns the exit code (2: bad input, 1: a failed write or read; either reported as
+    one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.dispatch = main  # commands that chain other commands (quickstart) call back through this
@@ -32,3 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"deltamup {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the machine, not the input (a full disk, a folder gone): one line too, exit 1
+        print(f"deltamup {args.command}: error: {e}", file=sys.stderr)
+        return 1

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from deltamup.console import print_table
+from deltamup.console import print_table, writable_dir
 from deltamup.scaling.data.inputs import default_corpus, user_inputs
 from deltamup.scaling.data.prepare import prepare, read_manifest
 from deltamup.scaling.data.sources import DEFAULT_SOURCES, find_source
@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--text-column", default="text", help="parquet inputs: the text column (default text)")
     p.add_argument("--jobs", type=int, default=2, help="processes that extract the default corpus (default 2)")
     p.add_argument("--force", action="store_true", help="replace an existing prepared directory")
+    p.add_argument("--binary-ok", action="store_true",
+                   help="read text files that are not UTF-8, invalid bytes replaced (default: refused)")
     p.set_defaults(run=run_prepare)
 
     s = sub.add_parser("sources", help="list the default corpus's sources as installed here")
@@ -52,8 +54,9 @@ def run_prepare(args: argparse.Namespace) -> None:
         raise ValueError(f"--vocab-size must be above 256 for a BPE, got {args.vocab_size}")
     if args.max_files is not None and args.max_files < 1:
         raise ValueError("--max-files must be positive")
+    writable_dir(str(Path(args.out).parent))  # before any work
     if args.inputs:
-        inputs = user_inputs(args.inputs, args.text_column)
+        inputs = user_inputs(args.inputs, args.text_column, args.binary_ok)
     else:
         names = tuple(n.strip() for n in args.sources.split(",") if n.strip())
         inputs = default_corpus(names, args.max_files, max(1, args.jobs))

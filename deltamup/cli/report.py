@@ -84,13 +84,16 @@ def run_report(args: argparse.Namespace) -> int:
     from deltamup.reports.report import build_report
 
     load_sweep(args.sweep_dir)  # bad input: one line before any work
-    out = writable_dir(args.out) if args.out else None
+    out = writable_dir(args.out or str(Path(args.sweep_dir) / "report"))
     report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
     a = report.analysis
     print_verdicts(a)
     if not a.missing.is_empty():
         print(f"incomplete: {len(a.missing)} of {a.grid_size} grid trials have no result yet "
               f"(listed in {report.out}/missing.csv)")
+    if a.sweep.skipped:
+        print(f"skipped {len(a.sweep.skipped)} damaged result file(s) (in {args.sweep_dir}/results/quarantine/; "
+              f"`deltamup sweep {args.sweep_dir} --resume` reruns their trials)")
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")

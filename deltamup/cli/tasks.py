@@ -23,7 +23,7 @@ from deltamup.cli.common import (
     int_list,
     model_config,
 )
-from deltamup.console import print_table
+from deltamup.console import print_table, writable_file
 from deltamup.parametrizations import build_model
 from deltamup.scaling.data import TASKS, get_task
 from deltamup.scaling.tasks import metrics
@@ -89,6 +89,8 @@ def run_task(args: argparse.Namespace) -> None:
     lengths = args.erank_lengths or [t for t in powers_of_two(args.eval_len) if t >= 2] + [args.eval_len]
     if max(lengths) > args.eval_len or min(lengths) < 1:
         raise ValueError(f"--erank-lengths must lie in 1…--eval-len ({args.eval_len})")
+    if args.out:
+        writable_file(args.out)  # before training: a result that cannot be written is lost
     config = dataclasses.replace(model_config(args, args.width), vocab_size=task.vocab_size)
     model = build_model(config, args.parametrization, args.optimizer, seed=args.seed)
     train_config = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps,

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import codecs
 import glob
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -73,12 +74,37 @@ def expand(patterns: list[str]) -> list[Path]:
     return sorted(found)
 
 
-def text_files(patterns: list[str]) -> list[Input]:
+SNIFF_BYTES = 1 << 16  # of each text file, checked as UTF-8 before any work
+
+
+def check_text(path: Path) -> None:
+    """ValueError when the file's start is not UTF-8 text (a NUL byte or an invalid sequence): a binary file."""
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte {e.start}): pass --binary-ok to read it with invalid "
+                         "bytes replaced") from None
+    if b"\0" in head:
+        raise ValueError(f"{path} holds NUL bytes (a binary file?): pass --binary-ok to read it anyway")
+
+
+def text_files(patterns: list[str], binary_ok: bool = False) -> list[Input]:
+    """The files as documents; without binary_ok a file that is not UTF-8 is refused (its start before any work,
+    the rest while it is read)."""
     paths = expand(patterns)
+    if not binary_ok:
+        for p in paths:
+            check_text(p)
 
     def documents() -> Iterator[str]:
         for p in paths:
-            yield p.read_text(encoding="utf-8", errors="replace")
+            try:
+                yield p.read_text(encoding="utf-8", errors="replace" if binary_ok else "strict")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{p} is not UTF-8 text (byte {e.start}): pass --binary-ok to read it with "
+                                 "invalid bytes replaced") from None
 
     return [Input({"name": "text", "files": [p.as_posix() for p in paths]}, len(paths), documents)]
 
@@ -101,9 +127,10 @@ def parquet_files(patterns: list[str], text_column: str = "text") -> list[Input]
     return inputs
 
 
-def user_inputs(patterns: list[str], text_column: str = "text") -> list[Input]:
-    """Parquet files (*.parquet) and text files, in the order given; ValueError on a mix."""
+def user_inputs(patterns: list[str], text_column: str = "text", binary_ok: bool = False) -> list[Input]:
+    """Parquet files (*.parquet) and text files (UTF-8; binary_ok: invalid bytes replaced), in the order given;
+    ValueError on a mix."""
     is_parquet = [p.endswith(".parquet") for p in patterns]
     if any(is_parquet) and not all(is_parquet):
         raise ValueError("give either text files or parquet files, not both")
-    return parquet_files(patterns, text_column) if all(is_parquet) else text_files(patterns)
+    return parquet_files(patterns, text_column) if all(is_parquet) else text_files(patterns, binary_ok)

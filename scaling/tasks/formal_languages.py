@@ -32,22 +32,43 @@ def arithmetic(rng: random.Random, length: int, modulus: int) -> Expression:
     tokens = [str(numbers[0])]
     for op, x in zip(ops, numbers[1:]):
         tokens += [op, str(x)]
-    return tokens, eval("".join(tokens)) % modulus
+    return tokens, evaluate(numbers, ops, modulus)
+
+
+def evaluate(numbers: list[int], ops: list[str], modulus: int) -> int:
+    """numbers[0] ops[0] numbers[1] … mod `modulus`, × before + −, in one pass (no recursion, no eval): a sum of
+    signed products."""
+    total, term = 0, numbers[0]
+    for op, x in zip(ops, numbers[1:]):
+        if op == "*":
+            term = term * x % modulus
+        else:
+            total, term = (total + term) % modulus, x if op == "+" else -x
+    return (total + term) % modulus
 
 
 def bracketed(rng: random.Random, length: int, modulus: int) -> Expression:
-    """Exactly `length` tokens: x | −x | (x) | (−x) below 5 tokens, else (left ± right) with random split."""
-    if length < 5:
-        x = rng.randrange(modulus)
-        short = {1: ([str(x)], x), 2: (["-", str(x)], -x), 3: (["(", str(x), ")"], x),
-                 4: (["(", "-", str(x), ")"], -x)}
-        tokens, value = short[length]
-        return tokens, value % modulus
-    left_len = rng.randint(1, length - 4)
-    left, a = bracketed(rng, left_len, modulus)
-    right, b = bracketed(rng, length - 3 - left_len, modulus)
-    op = rng.choice("+-")
-    return ["(", *left, op, *right, ")"], (a + b if op == "+" else a - b) % modulus
+    """Exactly `length` tokens: x | −x | (x) | (−x) below 5 tokens, else (left ± right) with random split. Built
+    depth-first with an explicit stack (any length, no recursion limit), drawing from `rng` in the order of the
+    recursive definition: the split, the left part, the right part, then the operator."""
+    work: list[int | None] = [length]  # a length to build, or None: join the two parts on top of `done`
+    done: list[Expression] = []
+    while work:
+        n = work.pop()
+        if n is None:
+            (right, b), (left, a) = done.pop(), done.pop()
+            op = rng.choice("+-")
+            done.append((["(", *left, op, *right, ")"], (a + b if op == "+" else a - b) % modulus))
+        elif n < 5:
+            x = rng.randrange(modulus)
+            short = {1: ([str(x)], x), 2: (["-", str(x)], -x), 3: (["(", str(x), ")"], x),
+                     4: (["(", "-", str(x), ")"], -x)}
+            tokens, value = short[n]
+            done.append((tokens, value % modulus))
+        else:
+            left_len = rng.randint(1, n - 4)
+            work += [None, n - 3 - left_len, left_len]  # left is built first, then right, then joined
+    return done[0]
 
 
 LANGUAGES: dict[str, tuple[Callable[[random.Random, int, int], Expression], str]] = {

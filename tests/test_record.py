@@ -1,0 +1,86 @@
+"""The typed trial record (sweeps/record.py): what a trial writes is what the store, the cost tables and the
+analysis read; records written before the schema existed (tests/fixtures/sweep-v0: three trials of a GPU study)
+still load and still count as finished."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from deltamup.reports.analysis import load_sweep
+from deltamup.sweeps import cost, store
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.record import IDENTITY, SCHEMA, TrialRecord, trial_id
+from deltamup.sweeps.trial import base_record, trial_config
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sweep-v0"
+EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
+
+
+@pytest.fixture
+def old_sweep(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(FIXTURE, tmp_path / "sweep"))
+
+
+def test_version_0_records_load_with_every_field(old_sweep: Path) -> None:
+    for path in sorted(store.results_dir(old_sweep).glob("*.json")):
+        raw = json.loads(path.read_text())
+        record = TrialRecord.from_row(raw)
+        assert record.schema is None and record.finished and record.extra == {}
+        assert record.model["kind"] == "gdn" and record.config["seq_len"] == 1024
+        row = record.to_row()
+        assert {k: row[k] for k in raw} == raw  # nothing changed, nothing lost
+        assert row["tracebacks"] is None and row["gpu_util"] is None  # fields it predates: None
+
+
+def test_an_old_id_still_matches_its_grid_point(old_sweep: Path) -> None:
+    """The old ids rounded the LR to 6 digits (lr0.00195312 for 2^-9): a resume must still find the trial done."""
+    spec = specs.parse(store.read_spec(old_sweep), open_task=False)
+    done = store.finished_ids(old_sweep)
+    assert len(done) == 3 and done <= {p.key for p in spec.grid()}
+    assert trial_id("gdn-mup", "adamw", 1024, 2.0 ** -9, 0) in done
+
+
+def test_the_analysis_and_the_cost_read_old_records(old_sweep: Path) -> None:
+    sweep = load_sweep(old_sweep)
+    assert sweep.trials.columns[:len(IDENTITY) + 1] == ["schema", *IDENTITY]
+    assert sweep.trials.height == 3 and set(sweep.trials["status"]) == {"ok"}
+    assert {r["width"]: r["trials"] for r in cost.per_width(old_sweep)} == {1024: 2, 1536: 1}
+
+
+def test_what_a_trial_writes_is_the_record(tmp_path: Path) -> None:
+    """base_record's keys are exactly the record's identity, model and config fields; task metrics are extra
+    columns of trials.parquet."""
+    spec = specs.parse({"widths": [32], "lrs": [1e-3], "steps": 2, "model": {"kind": "gdn", "depth": 1, "heads": 2,
+                                                                             "base_width": 32}})
+    cfg = trial_config(spec, spec.grid()[0], tmp_path, run=1)
+    row = base_record(cfg) | {"status": "ok", "val_loss": 3.5, "acc@128": 0.75, "scaled_acc_test_len": 0.1}
+    record = TrialRecord.from_row(row)
+    assert record.schema == SCHEMA and record.key == cfg["trial_id"]
+    assert record.extra == {"acc@128": 0.75, "scaled_acc_test_len": 0.1}  # nothing of base_record lands here
+    assert store.write_trial(tmp_path, row, EMPTY_CURVE)
+    assert store.consolidate(tmp_path) == (1, 0)
+    (written,) = pq.read_table(tmp_path / "trials.parquet").to_pylist()
+    assert written["acc@128"] == 0.75 and written["schema"] == SCHEMA and written["val_loss"] == 3.5
+
+
+@pytest.mark.parametrize("change, field", [({"width": "wide"}, "width"), ({"lr": -1.0}, "lr"),
+                                           ({"gpu_ids": "0"}, "gpu_ids"), ({"diverged": "no"}, "diverged"),
+                                           ({"acc": {"a": 1}}, "acc"), ({"status": None}, "status"),
+                                           ({"schema": "deltamup.trial/9"}, "schema")])
+def test_a_bad_field_is_named(change: dict, field: str) -> None:
+    row = json.loads(next(store.results_dir(FIXTURE).glob("*.json")).read_text())
+    with pytest.raises(ValueError, match=f"'{field}'"):
+        TrialRecord.from_row(row | change)
+
+
+def test_a_version_1_record_names_its_identity_in_full() -> None:
+    row = {"schema": SCHEMA, "trial_id": "sp.adamw.w32.lr0.00100000.s0", "status": "ok", "phase": "grid", "run": 1,
+           "parametrization": "sp", "optimizer": "adamw", "width": 32, "lr": 1e-3, "seed": 0}
+    assert TrialRecord.from_row(row).key == "sp.adamw.w32.lr0.001.s0"
+    with pytest.raises(ValueError, match="'seed' is missing"):
+        TrialRecord.from_row({k: v for k, v in row.items() if k != "seed"})
+    assert TrialRecord.from_row({"trial_id": "t", "status": "ok"}).key == "t"  # version 0: partial rows load

@@ -1,0 +1,69 @@
+"""Trial ids that cannot collide, and sizes refused before Ray starts (spec.limits, packing.check_memory, name)."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.runner import run_sweep
+
+VALID = {"name": "t", "widths": [32, 64], "lrs": [1e-3, 1e-2], "steps": 4, "batch_size": 2, "seq_len": 16,
+         "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "resources": {"gpu": 0}}
+
+
+def test_distinct_lrs_get_distinct_ids() -> None:
+    """The id once formatted the LR with 6 digits: 0.001 and 0.0010000001 were one trial."""
+    lrs = [1e-3, 0.0010000001, math.nextafter(1e-3, 1.0), 2.0 ** -9, 0.00195312]
+    keys = {specs.TrialPoint("sp", "adamw", 32, lr, 0).key for lr in lrs}
+    assert len(keys) == len(lrs)
+    assert specs.TrialPoint("sp", "adamw", 32, 0.003, 0).key == "sp.adamw.w32.lr0.003.s0"  # short where it can be
+
+
+@pytest.mark.parametrize("lrs", [[0.001, 0.0010000001], [0.01, 0.001, 0.00100000049]])
+def test_near_equal_lrs_are_refused(lrs: list[float]) -> None:
+    with pytest.raises(specs.SpecError, match=r"'lrs'.*agree to 6 significant digits") as e:
+        specs.parse({**VALID, "lrs": lrs})
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("change, limit", [
+    ({"widths": [32, 10_000_000]}, "limits.max_width"),
+    ({"lrs": {"log_range": [1e-4, 1e-1], "num": 600_000}}, "limits.max_trials"),
+    ({"steps": 10**9}, "limits.max_steps"),
+    ({"batch_size": 10_000, "seq_len": 10_000}, "limits.max_batch_tokens"),
+    ({"model": {"kind": "gdn", "depth": 100_000, "heads": 2, "base_width": 32}}, "limits.max_depth"),
+    ({"model": {"kind": "gdn", "depth": 1, "heads": 10**6, "base_width": 32}}, "limits.max_heads"),
+])
+def test_sizes_beyond_the_limits_are_refused_at_once_naming_the_override(change: dict, limit: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(specs.SpecError, match=f"--set {limit}=N") as e:
+        specs.parse({**VALID, **change})
+    assert time.perf_counter() - start < 5 and len(str(e.value)) < 300
+
+
+def test_raising_a_limit_lets_the_spec_through() -> None:
+    raw = {**VALID, "widths": [32, 70_000]}
+    with pytest.raises(specs.SpecError, match="max_width"):
+        specs.parse(raw)
+    assert specs.parse({**raw, "limits": {"max_width": 100_000}}).widths == (32, 70_000)
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", "..", "x" * 10_000_000])
+def test_name_is_a_plain_folder_name(name: str) -> None:
+    with pytest.raises(specs.SpecError, match="'name'") as e:
+        specs.parse({**VALID, "name": name})
+    assert len(str(e.value)) < 300
+
+
+def test_a_trial_too_large_for_the_declared_resources_is_refused_before_anything(tmp_path) -> None:
+    """A CPU sweep (gpu: 0) whose width-60000 trial would need hundreds of GB: refused before Ray or any file."""
+    spec = specs.parse({**VALID, "widths": [32, 60_000]})
+    out = tmp_path / "sweep"
+    with pytest.raises(specs.SpecError, match=r"widths\[1\].*GB.*--set limits.check_memory=false"):
+        run_sweep(spec, out)
+    assert not out.exists()
+    with pytest.raises(specs.SpecError, match=r"widths\[1\].*one GPU"):  # 0.5 of an 80 GB GPU: still one GPU
+        run_sweep(specs.parse({**VALID, "widths": [32, 60_000], "resources": {"gpu": 0.5, "gpu_memory_gb": 80}}), out)
+    assert not out.exists()
