@@ -8,6 +8,7 @@ val_loss_hNN, a TensorBoard scalar, and, before the last horizon, an intermediat
 
 A non-finite loss ends the trial at once as diverged (losses inf, diverged_step set). An exception is retried
 `retries` times in place, then recorded as status "error" with its text: the trial itself never fails for Ray.
+A trial of more than one worker (resources.workers_per_trial) trains data-parallel instead: sweeps.parallel.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import torch
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.scaling.data import get_task
+from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
@@ -47,7 +49,8 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "retries": spec.failure.retries,
-            "sweep": spec.name, "tracking": dataclasses.asdict(spec.tracking)}
+            "sweep": spec.name, "tracking": dataclasses.asdict(spec.tracking),
+            "workers": spec.resources.workers(point.width)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -55,10 +58,7 @@ def run_trial(config: dict[str, Any]) -> None:
     from ray import tune
 
     cfg = config["trial"]
-    out = Path(cfg["out"])
-    if not (out / "spec.yaml").exists():
-        raise RuntimeError(f"sweep directory {out} is not visible on {socket.gethostname()}: "
-                           "on a multi-node cluster put it on a filesystem every node mounts")
+    out = sweep_dir(cfg)
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
     started = time.time()
@@ -84,8 +84,28 @@ def run_trial(config: dict[str, Any]) -> None:
             traceback.print_exc()
         if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
             torch.cuda.empty_cache()
-    record = base_record(cfg) | {"attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids,
-                                 "node_id": node_id(), "started_at": started, "finished_at": time.time()}
+    record, curve = trial_record(cfg, outcome, error, {
+        "attempts": attempts, "device": str(device), "threads": threads, "gpu_ids": gpu_ids, "node_id": node_id(),
+        "started_at": started, "finished_at": time.time()})
+    store.write_trial(out, record, curve)
+    tracker.close(record)
+    tune.report(final_report(record))
+
+
+def sweep_dir(cfg: dict[str, Any]) -> Path:
+    """The sweep directory, checked to be visible on the node this runs on."""
+    out = Path(cfg["out"])
+    if not (out / "spec.yaml").exists():
+        raise RuntimeError(f"sweep directory {out} is not visible on {socket.gethostname()}: "
+                           "on a multi-node cluster put it on a filesystem every node mounts")
+    return out
+
+
+def trial_record(cfg: dict[str, Any], outcome: tuple | None, error: str | None,
+                 ran: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
+    """(row, curve) of a trial: its config, where and when it ran (`ran`: attempts, device, threads, gpu_ids,
+    node_id, started_at, finished_at) and its results (outcome: train_and_evaluate's) or its error."""
+    record = base_record(cfg) | ran
     if outcome is None:
         record |= {"status": "error", "error": error, "diverged": False}
         curve = {c: [] for c in store.CURVE_COLUMNS}
@@ -93,18 +113,22 @@ def run_trial(config: dict[str, Any]) -> None:
         result, val_losses, params, metrics = outcome
         record |= metrics | result_columns(cfg, result, val_losses, params)
         curve = curve_columns(cfg, result)
-    record["wall_seconds"] = record["finished_at"] - started
-    store.write_trial(out, record, curve)
-    tracker.close(record)
-    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
-                 "train_loss": record.get("final_train_loss", math.inf), "val_loss": record.get("val_loss", math.inf),
-                 "smoothed_loss": record.get("smoothed_loss", math.inf)})
+    record["wall_seconds"] = record["finished_at"] - record["started_at"]
+    return record, curve
 
 
-def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
-                       tracker: Tracker) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
+def final_report(record: dict[str, Any]) -> dict[str, Any]:
+    """What a finished trial reports to Ray Tune."""
+    return {"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
+            "train_loss": record.get("final_train_loss", math.inf), "val_loss": record.get("val_loss", math.inf),
+            "smoothed_loss": record.get("smoothed_loss", math.inf)}
+
+
+def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
+                       ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
-    count, the task's own metrics: none when diverged)."""
+    count, the task's own metrics: none when diverged). tracker None logs nothing; ranks: train data-parallel as
+    one of several ranks (every rank evaluates the same weights on the same batches)."""
     point = cfg["point"]
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
                         seed=point["seed"]).to(device)
@@ -117,22 +141,25 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
     horizons, val_losses = cfg["horizon_steps"], {}
 
     def on_log(step: int, rows: list[tuple[int, float, float]]) -> None:
-        tracker.train_rows(rows)
+        if tracker is not None:
+            tracker.train_rows(rows)
         report({"step": step + 1, "train_loss": finite_or_inf(rows[-1][1])})
 
     def on_eval(step: int, result: TrainResult) -> None:
         loss = finite_or_inf(validation_loss(model, val, train_config.bf16, device))
         reached = [column for column, at in horizons.items() if at == step]
         val_losses.update(dict.fromkeys(reached, loss))
-        tracker.grad_norms(result.grad_norms)
-        tracker.horizon(step, loss)
+        if tracker is not None:
+            tracker.grad_norms(result.grad_norms)
+            tracker.horizon(step, loss)
         if step < train_config.steps:
             report({"step": step, "horizon": reached[-1], "val_loss": loss,
                     "train_loss": finite_or_inf(result.final_loss)}, now=True)
 
     result = train(model, point["parametrization"], train_config, batches, device=device, on_log=on_log,
-                   eval_steps=set(horizons.values()), on_eval=on_eval)
-    tracker.grad_norms(result.grad_norms)
+                   eval_steps=set(horizons.values()), on_eval=on_eval, ranks=ranks)
+    if tracker is not None:
+        tracker.grad_norms(result.grad_norms)
     if result.diverged:
         return result, val_losses, params, {}
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
@@ -168,7 +195,8 @@ def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
     task = cfg["task"] if isinstance(cfg["task"], str) else json.dumps(cfg["task"], sort_keys=True)
     return ({"trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"] | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
-               "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1]}
+               "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1],
+               "workers": cfg["workers"]}
             | train_cfg)
 
 
