@@ -5,9 +5,8 @@ Three single-trial sweeps of the same spec (sample task, width 2048 by default):
 global batch and steps: each GPU takes batch_size / N rows); 1 GPU seed 1, whose distance from the first is the seed
 noise the N-GPU curve should stay well inside. Per run: the smoothed train loss (EWM, span eval.smooth_span, over
 every step), max |Δ| of that curve against the 1-GPU seed-0 curve, tokens/s of the trial's training loop, speed-up.
-Before them, untimed runs of --warm-steps steps on 1 and N GPUs compile the Triton kernels (60–90 s per new shape
-on an H200, kept in Triton's cache), so that no timed run pays for compiling; each still times its kernels' launch
-configs once (seconds).
+On a GPU the Triton kernels of the trial's head shape are compiled first (deltamup.kernels.warm, into Triton's
+cache), so that no timed run pays for compiling; each run still times its kernels' launch configs once (seconds).
 
     python benchmarks/ddp_trial.py --out benchmarks/ddp-trial-h200x2.md     # a machine with 2 GPUs
     python benchmarks/ddp_trial.py --smoke                                   # tiny, CPU workers (gloo): checks it
@@ -29,23 +28,24 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import torch
 
+from deltamup.kernels.warm import warm_shapes
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.runner import configure_ray_env, ray_session, run_sweep
 
 FULL = {"width": 2048, "depth": 8, "heads": 12, "steps": 200, "batch_size": 16, "seq_len": 1024, "lr": 2e-3,
-        "cpu": 4, "gpu": 1, "warm_steps": 4}
+        "cpu": 4, "gpu": 1}
 SMOKE = {"width": 64, "depth": 1, "heads": 2, "steps": 12, "batch_size": 8, "seq_len": 64, "lr": 1e-2,
-         "cpu": 1, "gpu": 0, "warm_steps": 0}
+         "cpu": 1, "gpu": 0}
 
 
-def trial_spec(args: argparse.Namespace, workers: int, seed: int, steps: int, name: str = "") -> specs.SweepSpec:
+def trial_spec(args: argparse.Namespace, workers: int, seed: int) -> specs.SweepSpec:
     return specs.parse({
-        "name": f"{name}w{args.width}-{workers}x-s{seed}-{steps}", "task": "sample",
+        "name": f"w{args.width}-{workers}x-s{seed}-{args.steps}", "task": "sample",
         "model": {"kind": "gdn", "depth": args.depth, "heads": args.heads, "base_width": 256},
         "widths": [args.width], "lrs": [args.lr], "parametrizations": ["gdn-mup"], "optimizers": ["adamw"],
-        "seeds": [seed], "steps": steps, "warmup_steps": max(1, steps // 10), "batch_size": args.batch_size,
-        "seq_len": args.seq_len, "log_every": max(1, min(10, steps // 4)), "eval": {"batches": 4},
+        "seeds": [seed], "steps": args.steps, "warmup_steps": max(1, args.steps // 10), "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "log_every": max(1, min(10, args.steps // 4)), "eval": {"batches": 4},
         "resources": {"cpu": args.cpu, "gpu": args.gpu, "workers_per_trial": workers}, "failure": {"retries": 0}})
 
 
@@ -58,9 +58,9 @@ def smoothed(losses: list[float], span: int) -> list[float]:
     return out
 
 
-def run(args: argparse.Namespace, workers: int, seed: int, steps: int | None = None, name: str = "") -> dict:
+def run(args: argparse.Namespace, workers: int, seed: int) -> dict:
     """Runs (or finds finished in --dir) the one-trial sweep; its record and smoothed loss curve."""
-    spec = trial_spec(args, workers, seed, steps or args.steps, name)
+    spec = trial_spec(args, workers, seed)
     out = args.dir / spec.name
     run_sweep(spec, out, resume=(out / "spec.yaml").exists(), progress_every=60)
     (point,) = spec.grid()
@@ -98,11 +98,12 @@ def main() -> None:
     n = args.gpus
     if not args.smoke and torch.cuda.device_count() < n:
         sys.exit(f"needs {n} GPUs, this machine has {torch.cuda.device_count()} (--smoke runs on CPUs)")
+    if not args.smoke:
+        config = trial_spec(args, 1, 0).model_config(args.width)
+        warm_shapes([(config.head_k_dim, config.head_v_dim, config.householder, config.is_gated)])
     configure_ray_env(local=True)
     started = time.time()
     with ray_session(None, None):
-        for workers in (1, n) if args.warm_steps else ():  # compiles the Triton kernels of both shapes, untimed
-            run(args, workers, 0, args.warm_steps, "warm-")
         one, many = ("1 CPU worker", f"{n} CPU workers (gloo)") if args.smoke else ("1 GPU", f"{n} GPUs (nccl)")
         runs = [(one, run(args, 1, 0)), (many, run(args, n, 0)), (f"{one}, seed 1", run(args, 1, 1))]
     import ray
