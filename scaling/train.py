@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from deltamup import parametrizations
 
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
+from .data_parallel import Ranks
 
 
 @dataclass(frozen=True)
@@ -123,21 +124,26 @@ class TrainResult:
 def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: Iterator[Batch],
           on_log: Callable[[int, list[tuple[int, float, float]]], None] | None = None,
           device: torch.device | str | None = None, eval_steps: Collection[int] = (),
-          on_eval: Callable[[int, TrainResult], None] | None = None) -> TrainResult:
+          on_eval: Callable[[int, TrainResult], None] | None = None, ranks: Ranks | None = None) -> TrainResult:
     """Trains `config.steps` steps. Every `log_every` steps the losses are synced, checked (a non-finite loss ends
     training with diverged=True) and handed to on_log(step, new_rows). After n steps, n in `eval_steps`, the losses
     are synced and checked the same way and, unless diverged, on_eval(n, result so far) runs (e.g. a validation
-    loss: the model is in train mode again when the loop continues)."""
+    loss: the model is in train mode again when the loop continues).
+
+    ranks: train data-parallel as one of ranks.world ranks (scaling.data_parallel): `batches` are the global
+    batches, the logged losses the global batch's, result.tokens counts every rank's."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
-    loss_fn = loss_function(config)
+    loss_fn, stepped = loss_function(config), model
+    if ranks is not None:
+        loss_fn, stepped, batches = ranks.loss(loss_fn), ranks.wrap(model, device), ranks.shard(batches)
     result, pending = TrainResult(grad_clip=config.grad_clip), []
     start = time.perf_counter()
     for step in range(config.steps):
         inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
-        loss = loss_fn(model, (inputs, targets))
-        result.tokens += inputs.numel()
+        loss = loss_fn(stepped, (inputs, targets))
+        result.tokens += inputs.numel() * (ranks.world if ranks is not None else 1)
         result.steps = step + 1
         norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
         pending.append((step, loss.detach(), lr_factor(step, config), norm))
@@ -145,7 +151,8 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
             # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
             norms = [n for *_, n in pending if n is not None]
-            values = torch.stack([loss for _, loss, _, _ in pending] + norms).tolist()
+            synced = torch.stack([loss for _, loss, _, _ in pending] + norms)
+            values = (ranks.mean(synced) if ranks is not None else synced).tolist()
             rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
             result.grad_norms.extend(values[len(pending):] if norms else [math.nan] * len(pending))
             pending = []

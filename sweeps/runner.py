@@ -21,6 +21,7 @@ from deltamup.console import writable_dir
 
 from . import store
 from .packing import check_memory
+from .parallel import ray_identity, release_leaked_groups
 from .refine import grid_centres, refine_points
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
 from .trial import trial_config, trial_key
@@ -138,6 +139,8 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
         mlflow_experiment(spec.tracking.mlflow, out, spec.name)
     if todo or spec.search == "optuna" or missing_refine(spec, out):
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
+            store.append_run(out, {"run": run} | ray_identity())
+            release_leaked_groups([r for r in store.read_runs(out) if r["run"] != run])
             launched += run_grid(spec, out, todo, run, progress_every)
             if spec.search == "refine":
                 launched += run_grid(spec, out, missing_refine(spec, out), run, progress_every, phase="refine")

@@ -14,6 +14,7 @@
     warmup_steps: 6                                            # and any other TrainConfig field but lr/optimizer/seed
     eval: {batches: 4, horizons: [0.25, 0.5, 1.0]}             # val_loss_h25, val_loss_h50, val_loss (= _h100)
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
+                                                               # workers_per_trial: N | {width: N} (data-parallel)
     failure: {retries: 1}
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
@@ -87,6 +88,16 @@ class ResourceSpec:
     gpu_memory_gb: float | None = None        # for "auto" when the driver sees no GPU itself (default 80)
     whole_gpu_params: float = 1.0e8           # "auto": models with at least this many parameters get a whole GPU
     min_gpu_fraction: float = 0.125           # "auto": at most 1/min_gpu_fraction trials share a GPU
+    workers_per_trial: int | dict = 1         # N | {width: N}: N > 1 trains the trial data-parallel over N workers
+                                              # (Ray Train, DDP), each a whole GPU where its width would get any GPU
+                                              # share (else a CPU worker, gloo) and `cpu` CPUs; the spec's batch_size
+                                              # stays the global batch (each worker takes batch_size / N of its rows);
+                                              # widths a mapping leaves out get 1 (docs/sweeps-ddp.md)
+
+    def workers(self, width: int) -> int:
+        """Data-parallel workers of a trial at `width` (1: the trial trains in its own Tune actor)."""
+        workers = self.workers_per_trial
+        return workers.get(width, 1) if isinstance(workers, dict) else workers
 
 
 @dataclass(frozen=True)
@@ -316,6 +327,7 @@ def _check(spec: SweepSpec) -> None:
     _check_model(spec)
     _check_train(spec)
     _check_resources(spec.resources, spec.widths)
+    _check_workers(spec)
 
 
 def _check_horizons(horizons: tuple[float, ...]) -> None:
@@ -461,6 +473,26 @@ def _check_resources(resources: ResourceSpec, widths: tuple[int, ...]) -> None:
                         f"{sorted(set(widths) - set(gpu))}")
     if not 0 < resources.min_gpu_fraction <= 1:
         raise SpecError("resources.min_gpu_fraction", f"must be in (0, 1], got {resources.min_gpu_fraction}")
+
+
+def _check_workers(spec: SweepSpec) -> None:
+    """workers_per_trial: positive integers for widths of the spec, each dividing batch_size; a data-parallel
+    width's workers take whole GPUs, so its resources.gpu must be auto, 0 or 1."""
+    workers, gpu = spec.resources.workers_per_trial, spec.resources.gpu
+    for width, n in workers.items() if isinstance(workers, dict) else [(None, workers)]:
+        where = "resources.workers_per_trial" + ("" if width is None else f".{width}")
+        if width is not None and width not in spec.widths:
+            raise SpecError(where, f"width {width} is not in widths {list(spec.widths)}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise SpecError(where, f"expected a positive number of workers, got {n!r}")
+        if spec.batch_size % n:
+            raise SpecError(where, f"batch_size {spec.batch_size} does not split into {n} equal shards: the batch is "
+                            "the global one, each worker takes batch_size / workers of its rows")
+    for width in spec.widths:
+        share = gpu.get(width) if isinstance(gpu, dict) else gpu
+        if spec.resources.workers(width) > 1 and share not in ("auto", 0, 1):
+            raise SpecError("resources.gpu", f"width {width} trains on {spec.resources.workers(width)} workers, "
+                            f"each a whole GPU or none: its GPU share must be auto, 0 or 1, got {share!r}")
 
 
 def _lrs(value: Any) -> tuple[float, ...]:

@@ -10,6 +10,7 @@ A non-finite loss ends the trial at once as diverged (losses inf, diverged_step 
 its full traceback next to the record (results/<trial_id>.attempt<N>.traceback.txt) and raised to Ray, which
 reruns the trial in a fresh worker `failure.retries` times (FailureConfig) before the driver records it as status
 "error" (sweeps/tuner.py).
+A trial of more than one worker (resources.workers_per_trial) trains data-parallel instead: sweeps.parallel.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import torch
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.scaling.data import get_task
+from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
 from . import store
@@ -51,7 +53,7 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
-            "tracking": dataclasses.asdict(spec.tracking)}
+            "tracking": dataclasses.asdict(spec.tracking), "workers": spec.resources.workers(point.width)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -59,10 +61,7 @@ def run_trial(config: dict[str, Any]) -> None:
     from ray import tune
 
     cfg = config["trial"]
-    out = Path(cfg["out"])
-    if not (out / "spec.yaml").exists():
-        raise RuntimeError(f"sweep directory {out} is not visible on {socket.gethostname()}: "
-                           "on a multi-node cluster put it on a filesystem every node mounts")
+    out = sweep_dir(cfg)
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
     started = last_report = time.time()
@@ -76,35 +75,65 @@ def run_trial(config: dict[str, Any]) -> None:
             last_report = time.time()
 
     try:
-        result, val_losses, params, metrics = train_and_evaluate(cfg, device, report, tracker)
+        outcome = train_and_evaluate(cfg, device, report, tracker)
     except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
         tracker.close({"status": "pruned"})
         raise
     except Exception:
-        store.write_traceback(out, cfg["trial_id"], f"pid {os.getpid()} on {socket.gethostname()} (node {node_id()}), "
-                                                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n\n"
-                                                    f"{traceback.format_exc()}")
+        keep_traceback(out, cfg["trial_id"])
         tracker.close({"status": "error"})
         raise  # to Ray: FailureConfig(max_failures=retries) reruns it in a fresh worker; tuner records the last failure
     finally:
         if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
             torch.cuda.empty_cache()
-    tracebacks = [p.name for p in store.traceback_paths(out, cfg["trial_id"])]
-    record = base_record(cfg) | metrics | result_columns(cfg, result, val_losses, params)
-    record |= {"attempts": len(tracebacks) + 1, "tracebacks": tracebacks, "device": str(device), "threads": threads,
-               "gpu_ids": gpu_ids, "node_id": node_id(), "started_at": started, "finished_at": time.time()}
-    record["wall_seconds"] = record["finished_at"] - started
-    store.write_trial(out, record, curve_columns(cfg, result))
+    record, curve = trial_record(cfg, outcome, {"device": str(device), "threads": threads, "gpu_ids": gpu_ids,
+                                                "node_id": node_id(), "started_at": started,
+                                                "finished_at": time.time()})
+    store.write_trial(out, record, curve)
     tracker.close(record)
-    tune.report({"status": record["status"], "diverged": record["diverged"], "step": record["steps"],
-                 "train_loss": record["final_train_loss"], "val_loss": record["val_loss"],
-                 "smoothed_loss": record["smoothed_loss"]})
+    tune.report(final_report(record))
 
 
-def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
-                       tracker: Tracker) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
+def sweep_dir(cfg: dict[str, Any]) -> Path:
+    """The sweep directory, checked to be visible on the node this runs on."""
+    out = Path(cfg["out"])
+    if not (out / "spec.yaml").exists():
+        raise RuntimeError(f"sweep directory {out} is not visible on {socket.gethostname()}: "
+                           "on a multi-node cluster put it on a filesystem every node mounts")
+    return out
+
+
+def keep_traceback(out: Path, trial_id: str) -> None:
+    """Stores the exception being handled as the trial's next results/<trial_id>.attempt<N>.traceback.txt."""
+    store.write_traceback(out, trial_id, f"pid {os.getpid()} on {socket.gethostname()} (node {node_id()}), "
+                                         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n\n{traceback.format_exc()}")
+
+
+def trial_record(cfg: dict[str, Any], outcome: tuple,
+                 ran: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
+    """(row, curve) of a trial that ran to an end: its config, its results (outcome: train_and_evaluate's), where
+    and when it ran (`ran`: device, threads, gpu_ids, node_id, started_at, finished_at) and the earlier attempts
+    that failed (their traceback files)."""
+    result, val_losses, params, metrics = outcome
+    tracebacks = [p.name for p in store.traceback_paths(Path(cfg["out"]), cfg["trial_id"])]
+    record = base_record(cfg) | metrics | result_columns(cfg, result, val_losses, params)
+    record |= {"attempts": len(tracebacks) + 1, "tracebacks": tracebacks} | ran
+    record["wall_seconds"] = record["finished_at"] - record["started_at"]
+    return record, curve_columns(cfg, result)
+
+
+def final_report(record: dict[str, Any]) -> dict[str, Any]:
+    """What a finished trial reports to Ray Tune."""
+    return {"status": record["status"], "diverged": record["diverged"], "step": record.get("steps", 0),
+            "train_loss": record.get("final_train_loss", math.inf), "val_loss": record.get("val_loss", math.inf),
+            "smoothed_loss": record.get("smoothed_loss", math.inf)}
+
+
+def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
+                       ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
-    count, the task's own metrics: none when diverged)."""
+    count, the task's own metrics: none when diverged). tracker None logs nothing; ranks: train data-parallel as
+    one of several ranks (every rank evaluates the same weights on the same batches)."""
     point = cfg["point"]
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
                         seed=point["seed"]).to(device)
@@ -117,22 +146,25 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any,
     horizons, val_losses = cfg["horizon_steps"], {}
 
     def on_log(step: int, rows: list[tuple[int, float, float]]) -> None:
-        tracker.train_rows(rows)
+        if tracker is not None:
+            tracker.train_rows(rows)
         report({"step": step + 1, "train_loss": finite_or_inf(rows[-1][1])})
 
     def on_eval(step: int, result: TrainResult) -> None:
         loss = finite_or_inf(validation_loss(model, val, train_config.bf16, device))
         reached = [column for column, at in horizons.items() if at == step]
         val_losses.update(dict.fromkeys(reached, loss))
-        tracker.grad_norms(result.grad_norms)
-        tracker.horizon(step, loss)
+        if tracker is not None:
+            tracker.grad_norms(result.grad_norms)
+            tracker.horizon(step, loss)
         if step < train_config.steps:
             report({"step": step, "horizon": reached[-1], "val_loss": loss,
                     "train_loss": finite_or_inf(result.final_loss)}, now=True)
 
     result = train(model, point["parametrization"], train_config, batches, device=device, on_log=on_log,
-                   eval_steps=set(horizons.values()), on_eval=on_eval)
-    tracker.grad_norms(result.grad_norms)
+                   eval_steps=set(horizons.values()), on_eval=on_eval, ranks=ranks)
+    if tracker is not None:
+        tracker.grad_norms(result.grad_norms)
     if result.diverged:
         return result, val_losses, params, {}
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
@@ -170,7 +202,8 @@ def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
     return ({"schema": SCHEMA, "trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"]
             | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
-               "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1]}
+               "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1],
+               "workers": cfg["workers"]}
             | train_cfg)
 
 

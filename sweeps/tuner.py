@@ -10,6 +10,7 @@ from typing import Any
 
 from . import store
 from .packing import gpu_memory_bytes, parameter_count, trial_gpus
+from .parallel import driver_resources, run_data_parallel
 from .spec import SweepSpec
 from .trial import base_record, run_trial
 
@@ -21,21 +22,36 @@ def trial_cost(spec: SweepSpec) -> Any:
 
 
 def trainable(spec: SweepSpec) -> Any:
-    """run_trial with per-trial resources: spec.resources.cpu CPUs and the GPU share packing chooses."""
+    """The Tune function of every trial, with its resources: a one-device trial (run_trial) spec.resources.cpu CPUs
+    and the GPU share packing chooses; a data-parallel one (run_data_parallel) drives its TorchTrainer's workers,
+    `cpu` CPUs and a whole GPU each where its width would get any GPU share, from the head node (driver_resources).
+    ValueError when a data-parallel width needs more than the cluster has."""
     import ray
     from ray import tune
     from ray.tune.execution.placement_groups import PlacementGroupFactory
 
-    cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
+    cluster = ray.cluster_resources()
     memory = gpu_memory_bytes(spec.resources)
-    gpus = {(w, o): trial_gpus(spec, w, o, cluster_gpus, memory) for w in spec.widths for o in spec.optimizers}
+    gpus = {(w, o): trial_gpus(spec, w, o, cluster.get("GPU", 0.0), memory) for w in spec.widths
+            for o in spec.optimizers}
+    workers = {key: {"CPU": spec.resources.cpu, "GPU": 1.0 if share > 0 else 0.0} for key, share in gpus.items()}
+    bundles = {(w, o): driver_resources(spec.resources.workers(w), workers[(w, o)], cluster)
+               if spec.resources.workers(w) > 1 else {"CPU": spec.resources.cpu, "GPU": share}
+               for (w, o), share in gpus.items()}
+
+    def key(config: dict) -> tuple[int, str]:
+        return config["trial"]["point"]["width"], config["trial"]["point"]["optimizer"]
 
     def resources(config: dict) -> PlacementGroupFactory:
-        point = config["trial"]["point"]
-        bundle = {"CPU": spec.resources.cpu, "GPU": gpus[(point["width"], point["optimizer"])]}
-        return PlacementGroupFactory([{k: v for k, v in bundle.items() if v}])
+        return PlacementGroupFactory([{k: v for k, v in bundles[key(config)].items() if v}])
 
-    return tune.with_resources(run_trial, resources)
+    def trial(config: dict) -> None:
+        if config["trial"]["workers"] > 1:
+            run_data_parallel(config, workers[key(config)])
+        else:
+            run_trial(config)
+
+    return tune.with_resources(trial, resources)
 
 
 def tune_config(spec: SweepSpec, **kwargs: Any) -> Any:
