@@ -21,6 +21,7 @@ Schema `deltamup.export/1` (every key always present; floats in SI units, LRs pe
         weight_decay: 0.1             # weight_decay × wd_mult (0: never decayed)
         wd_mult: 1.0
         init_std: 0.005               # std of N(0, std²); null: the module's own width-independent init
+        eps_mult: 1.0                 # AdamW's ε for this role: train.eps (default 1e-8) × eps_mult
         tensors: 88                   # how many parameters of this role the model has …
         elements: 1610612736          # … and their total size: what "a model of this shape" means
         tuned: {lr: 0.003, init_std: 0.02, weight_decay: 0.1}   # the same role at tuned_width
@@ -65,6 +66,7 @@ class RoleExport:
     tensors: int
     elements: int
     tuned: dict
+    eps_mult: float = 1.0  # AdamW ε = train.eps (default 1e-8) × eps_mult
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def _values(parametrization: str, role: Role, optimizer: str, lr: float, weight_
             base_width: int) -> dict:
     r = resolve(parametrization, role, optimizer, width / base_width, width)
     return dict(lr=lr * r.lr_mult, lr_mult=r.lr_mult, weight_decay=weight_decay * r.wd_mult, wd_mult=r.wd_mult,
-                init_std=r.init_std)
+                init_std=r.init_std, eps_mult=r.eps_mult)
 
 
 def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: float, weight_decay: float = 0.0,

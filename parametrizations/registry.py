@@ -5,7 +5,7 @@ The rules themselves live in parametrizations/tables.py; this module only reads 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -37,13 +37,14 @@ def check_optimizer(optimizer: str) -> str:
 
 @dataclass(frozen=True)
 class ResolvedRule:
-    """A role's rule at one width: init std (None: module default), LR multiplier, weight-decay multiplier."""
+    """A role's rule at one width: init std (None: module default), LR, weight-decay and Adam-ε multipliers."""
 
     role: Role
     init_std: float | None
     lr_mult: float
     wd_mult: float
     rule: RoleRule
+    eps_mult: float = 1.0
 
 
 def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, width_mult: float,
@@ -53,7 +54,8 @@ def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, 
     init = per_optimizer(rule.init, optimizer)
     return ResolvedRule(role, None if init is None else init(width_mult, width),
                         per_optimizer(rule.lr, optimizer)(width_mult, width),
-                        per_optimizer(rule.wd, optimizer)(width_mult, width), rule)
+                        per_optimizer(rule.wd, optimizer)(width_mult, width), rule,
+                        per_optimizer(rule.eps, optimizer)(width_mult, width))
 
 
 def multipliers(parametrization: str | Parametrization, optimizer: str, width_mult: float,
@@ -102,8 +104,9 @@ def initialize(model: nn.Module, parametrization: str | Parametrization, optimiz
 
 def param_groups(params: Iterable[nn.Parameter], parametrization: str | Parametrization, optimizer: str,
                  lr: float, weight_decay: float, width_mult: float, width: float,
-                 roles: dict[int, Role] | None = None) -> list[dict]:
-    """One param group per role: {"params", "role", "lr", "base_lr", "lr_mult", "weight_decay"}.
+                 roles: dict[int, Role] | None = None, eps: float = 1e-8) -> list[dict]:
+    """One param group per role: {"params", "role", "lr", "base_lr", "lr_mult", "weight_decay"}, and for AdamW
+    "eps" (the base ε times the role's ε multiplier).
 
     `roles` (id(param) -> Role) overrides `param.role`, for models whose parameters are mapped by name."""
     check_optimizer(optimizer)
@@ -116,8 +119,9 @@ def param_groups(params: Iterable[nn.Parameter], parametrization: str | Parametr
     groups = []
     for role, ps in by_role.items():
         r = resolve(parametrization, role, optimizer, width_mult, width)
-        groups.append({"params": ps, "role": str(role), "lr": lr * r.lr_mult, "base_lr": lr * r.lr_mult,
-                       "lr_mult": r.lr_mult, "weight_decay": weight_decay * r.wd_mult})
+        group = {"params": ps, "role": str(role), "lr": lr * r.lr_mult, "base_lr": lr * r.lr_mult,
+                 "lr_mult": r.lr_mult, "weight_decay": weight_decay * r.wd_mult}
+        groups.append(group | ({"eps": eps * r.eps_mult} if optimizer == "adamw" else {}))
     return groups
 
 
@@ -129,7 +133,7 @@ def build_optimizer(model: nn.Module, parametrization: str | Parametrization, op
     if not lr > 0:
         raise ValueError(f"learning rate must be positive, got {lr}")
     m_, d_ = _model_scale(model, width_mult, width)
-    groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles)
+    groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles, eps)
     if optimizer == "adamw":
         fused = all(p.is_cuda for p in model.parameters())  # one kernel for every parameter's update
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
@@ -156,6 +160,7 @@ def describe_rows(parametrization: str | Parametrization, optimizer: str, width:
             f"LR @{width}": f"{at.lr_mult:.4g}",
             f"LR @{base_width}": f"{base.lr_mult:.4g}",
             "weight decay ×": "no decay" if at.wd_mult == 0 else str(per_optimizer(rule.wd, optimizer)),
+            **({"Adam ε ×": str(per_optimizer(rule.eps, optimizer))} if optimizer == "adamw" else {}),
         })
     return rows
 
@@ -165,7 +170,7 @@ def describe_multipliers(parametrization: str | Parametrization, optimizer: str,
     """One row per forward multiplier: the rule and its value at `width` and at `base_width`."""
     p = get(parametrization)
     rows = []
-    for name in ("embedding", "readout", "mixer_output", "logits"):
+    for name in (f.name for f in fields(Multipliers)):
         rule = per_optimizer(p.multipliers.get(name, 1.0), optimizer)
         rows.append({"forward multiplier": name, "rule": str(rule),
                      f"@{width}": f"{rule(width / base_width, width):.4g}",

@@ -85,8 +85,8 @@ FLA = RoleMap("fla", (
 
 @dataclass(frozen=True)
 class MultiplierMap:
-    """(regex on the module name, Multipliers field, "input" | "output"): which tensor each forward multiplier
-    scales."""
+    """(regex on the module name, Multipliers field, "input" | "output" | "eps"): which tensor each forward
+    multiplier scales ("eps": the module's own `eps` attribute, for readout_eps on a norm)."""
 
     name: str
     patterns: Sequence[tuple[str, str, str]]
@@ -96,6 +96,7 @@ FLA_MULTIPLIERS = MultiplierMap("fla", (
     (r"(^|\.)embeddings$", "embedding", "output"),
     (r"\.attn\.o_norm$", "readout", "input"),      # o = scale·Sᵀq, before the gated output RMSNorm
     (r"\.attn\.o_proj$", "mixer_output", "output"),
+    (r"\.attn\.o_norm$", "readout_eps", "eps"),    # the gated output RMSNorm's eps
     (r"(^|\.)lm_head$", "logits", "output"),
 ))
 
@@ -109,7 +110,8 @@ def _scale_output(factor: float):
 
 
 def attach_multipliers(model: nn.Module, multipliers: Multipliers, where: MultiplierMap) -> list:
-    """Install every multiplier ≠ 1 as a forward (pre-)hook on the modules `where` names; returns the hook handles.
+    """Install every multiplier ≠ 1 as a forward (pre-)hook on the modules `where` names (an eps multiplier scales
+    the module's eps once, in place); returns the hook handles.
 
     ValueError when a multiplier ≠ 1 finds no module (it would silently be dropped), or for the logits multiplier
     on an fla model that fuses the readout into the loss (config.fuse_linear_cross_entropy bypasses lm_head)."""
@@ -126,10 +128,17 @@ def attach_multipliers(model: nn.Module, multipliers: Multipliers, where: Multip
             if field_name != f.name:
                 continue
             for module_name, module in model.named_modules():
-                if re.search(pattern, module_name):
-                    handles.append(module.register_forward_pre_hook(_scale_input(factor)) if side == "input"
-                                   else module.register_forward_hook(_scale_output(factor)))
-                    hooked += 1
+                if not re.search(pattern, module_name):
+                    continue
+                if side == "eps":
+                    if not isinstance(getattr(module, "eps", None), float):
+                        raise ValueError(f"{module_name} has no float eps for the {f.name} multiplier")
+                    module.eps *= factor  # changes the module itself: no hook handle
+                elif side == "input":
+                    handles.append(module.register_forward_pre_hook(_scale_input(factor)))
+                else:
+                    handles.append(module.register_forward_hook(_scale_output(factor)))
+                hooked += 1
         if not hooked:
             raise ValueError(f"multiplier map {where.name!r} finds no module for the {f.name} multiplier {factor:g}")
     return handles

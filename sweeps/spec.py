@@ -37,7 +37,7 @@ from deltamup.models import ModelConfig
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig
 
-TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
+TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "eps", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
 SEARCHES = ("grid", "optuna")

@@ -97,3 +97,13 @@ def test_fla_multipliers_scale_the_right_tensors(tmp_path: Path) -> None:
         attach_multipliers(fused, mults, FLA_MULTIPLIERS)
     with pytest.raises(ValueError, match="no module for the readout multiplier"):
         attach_multipliers(build_model(config), mults, FLA_MULTIPLIERS)
+
+
+def test_fla_readout_eps_scales_the_output_norms_eps(tmp_path: Path) -> None:
+    config = ModelConfig(width=256, depth=1, heads=2, vocab_size=64, base_width=64)
+    model = fla_model(ex.make_export("gdn-mup-normeps", "adamw", config, lr=1e-2), tmp_path / "config.json")
+    norm = model.model.layers[0].attn.o_norm
+    before = norm.eps
+    handles = attach_multipliers(model, parametrizations.multipliers("gdn-mup-normeps", "adamw", 4.0, 256),
+                                 FLA_MULTIPLIERS)
+    assert norm.eps == pytest.approx(before / 256) and len(handles) == 1  # the logits hook; the eps is in place
