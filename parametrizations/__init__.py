@@ -5,12 +5,14 @@
     exp = parametrizations.load_export("train.yaml")      # tuned hyperparameters for a target width
 
 table.py (the Parametrization data type), tables.py (SP, naive µP, GDN-µP: the rules as data), scale.py (power laws
-of m and d), registry.py (lookup, init, param groups, optimizers), rolemap.py (roles of other libraries' models by
-name), export.py (the deltamup.export/1 document).
+of m and d), registry.py (lookup, init, param groups, optimizers), hparams.py (the base model's tunable
+hyperparameters other than the LR), rolemap.py (roles of other libraries' models by name), export.py (the
+deltamup.export/1 document).
 """
 from __future__ import annotations
 
 from .export import Export, load_export
+from .hparams import BaseHparams
 from .registry import (
                        build_model,
                        build_optimizer,
@@ -27,6 +29,6 @@ from .registry import (
 )
 from .table import OPTIMIZERS, Parametrization, RoleRule, Slope
 
-__all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "Export", "names", "get", "resolve", "multipliers",
-           "build_model", "initialize", "param_groups", "build_optimizer", "describe_rows", "describe_multipliers",
-           "expected_slope", "check_optimizer", "load_export"]
+__all__ = ["Parametrization", "RoleRule", "Slope", "OPTIMIZERS", "Export", "BaseHparams", "names", "get", "resolve",
+           "multipliers", "build_model", "initialize", "param_groups", "build_optimizer", "describe_rows",
+           "describe_multipliers", "expected_slope", "check_optimizer", "load_export"]

@@ -27,6 +27,9 @@ Schema `deltamup.export/1` (every key always present; floats in SI units, LRs pe
         tuned: {lr: 0.003, init_std: 0.02, weight_decay: 0.1}   # the same role at tuned_width
       …
     train: {betas: [0.9, 0.95], warmup_steps: …}           # the sweep's other optimizer settings (may be empty)
+    hparams: {output_mult: 2.0, init_mult: 0.5}            # tuned base values other than LR and weight decay
+                                                           # (parametrizations.hparams; empty: the table's own), already
+                                                           # applied above: in multipliers and every init_std
     provenance: {sweep: /abs/path, spec_sha256: …, best_lr_grid: …, bound: false, metric: …, created_utc: …}
 
     exp = load_export("train.yaml")
@@ -48,6 +51,7 @@ from torch import nn
 from deltamup.models import DeltaLM, ModelConfig, role_of
 from deltamup.models.roles import Role
 
+from .hparams import BaseHparams, check_hparam
 from .registry import build_optimizer, check_optimizer, get, multipliers, resolve
 
 SCHEMA = "deltamup.export/1"
@@ -87,6 +91,7 @@ class Export:
     groups: dict[str, RoleExport]
     train: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    hparams: dict = field(default_factory=dict)
     schema: str = SCHEMA
 
     def to_dict(self) -> dict:
@@ -147,20 +152,30 @@ def role_sizes(model: nn.Module, roles: dict[int, Role] | None = None) -> dict[s
 
 
 def _values(parametrization: str, role: Role, optimizer: str, lr: float, weight_decay: float, width: int,
-            base_width: int) -> dict:
+            base_width: int, init_mult: float = 1.0) -> dict:
     r = resolve(parametrization, role, optimizer, width / base_width, width)
     return dict(lr=lr * r.lr_mult, lr_mult=r.lr_mult, weight_decay=weight_decay * r.wd_mult, wd_mult=r.wd_mult,
-                init_std=r.init_std, eps_mult=r.eps_mult)
+                init_std=None if r.init_std is None else r.init_std * init_mult, eps_mult=r.eps_mult)
 
 
 def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: float, weight_decay: float = 0.0,
-                tuned_width: int | None = None, train: dict | None = None, provenance: dict | None = None) -> Export:
+                tuned_width: int | None = None, train: dict | None = None, provenance: dict | None = None,
+                hparams: dict | None = None) -> Export:
     """The export for `model` (its width is the target width) of a base LR tuned at `tuned_width` (default: the
-    target width). Parameter counts come from a model built on the meta device: no memory, any width."""
+    target width). Parameter counts come from a model built on the meta device: no memory, any width.
+
+    hparams: tuned base values of parametrizations.hparams (output_mult, embed_mult, init_mult), applied through
+    the table at both widths: in `multipliers`, `tuned_multipliers` and every role's init_std."""
     p = get(parametrization).name
     check_optimizer(optimizer)
     if not lr > 0:
         raise ValueError(f"learning rate must be positive, got {lr}")
+    hparams = {k: float(v) for k, v in (hparams or {}).items()}
+    for name, value in hparams.items():
+        check_hparam(name, value)
+    if "weight_decay" in hparams:
+        raise ValueError("pass a tuned weight decay as weight_decay=, not among the model's hparams")
+    base = BaseHparams.of(hparams)
     tuned_width = tuned_width or model.width
     model.with_width(tuned_width)  # validates the head layout there
     with torch.device("meta"):
@@ -168,19 +183,20 @@ def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: fl
     groups = {}
     for role_name, (tensors, elements) in sizes.items():
         role = Role(role_name)
-        at_tuned = _values(p, role, optimizer, lr, weight_decay, tuned_width, model.base_width)
-        groups[role_name] = RoleExport(**_values(p, role, optimizer, lr, weight_decay, model.width, model.base_width),
+        at_tuned = _values(p, role, optimizer, lr, weight_decay, tuned_width, model.base_width, base.init_mult)
+        groups[role_name] = RoleExport(**_values(p, role, optimizer, lr, weight_decay, model.width, model.base_width,
+                                                 base.init_mult),
                                        tensors=tensors, elements=elements,
                                        tuned={k: at_tuned[k] for k in ("lr", "init_std", "weight_decay")})
 
     def mults(width: int) -> dict:
-        return asdict(multipliers(p, optimizer, width / model.base_width, width))
+        return asdict(multipliers(p, optimizer, width / model.base_width, width, base))
 
     return Export(parametrization=p, optimizer=optimizer, width=model.width, base_width=model.base_width,
                   width_mult=model.width_mult, lr=lr, weight_decay=weight_decay, tuned_width=tuned_width,
                   model=model.to_dict(), multipliers=mults(model.width), tuned_multipliers=mults(tuned_width),
                   groups=groups, train={k: list(v) if isinstance(v, tuple) else v for k, v in (train or {}).items()},
-                  provenance=dict(provenance or {}))
+                  provenance=dict(provenance or {}), hparams=hparams)
 
 
 def from_dict(doc: dict) -> Export:
@@ -191,7 +207,7 @@ def from_dict(doc: dict) -> Export:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"not a deltamup export (schema {found!r}, expected {SCHEMA!r})")
     names = {f.name for f in dataclasses.fields(Export)}
-    missing = sorted(n for n in names - set(doc) if n not in ("train", "provenance"))
+    missing = sorted(n for n in names - set(doc) if n not in ("train", "provenance", "hparams"))
     if missing:
         raise ValueError(f"deltamup export lacks {', '.join(missing)}")
     try:

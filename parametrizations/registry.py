@@ -12,6 +12,7 @@ from torch import nn
 
 from deltamup.models import DeltaLM, ModelConfig, Multipliers, Role, role_of
 
+from .hparams import BaseHparams
 from .table import OPTIMIZERS, Parametrization, RoleRule, Slope, per_optimizer
 from .tables import REGISTRY
 
@@ -59,23 +60,28 @@ def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, 
 
 
 def multipliers(parametrization: str | Parametrization, optimizer: str, width_mult: float,
-                width: float) -> Multipliers:
+                width: float, hparams: BaseHparams = BaseHparams()) -> Multipliers:
+    """The table's forward multipliers at this width; hparams' output_mult and embed_mult scale the logits and
+    embedding multipliers."""
     p = get(parametrization)
     values = {k: per_optimizer(v, optimizer)(width_mult, width) for k, v in p.multipliers.items()}
+    values["logits"] = values.get("logits", 1.0) * hparams.output_mult
+    values["embedding"] = values.get("embedding", 1.0) * hparams.embed_mult
     return Multipliers(**values)
 
 
 def build_model(config: ModelConfig, parametrization: str | Parametrization = "sp", optimizer: str = "adamw",
-                seed: int | None = None) -> DeltaLM:
+                seed: int | None = None, hparams: BaseHparams = BaseHparams()) -> DeltaLM:
     """A DeltaLM with the parametrization's forward multipliers and initialisation at config.width.
 
-    seed: draws the initialisation from torch.manual_seed(seed) (None: the global RNG as it is)."""
+    seed: draws the initialisation from torch.manual_seed(seed) (None: the global RNG as it is).
+    hparams: the base model's other hyperparameters (parametrizations.hparams), applied through the table."""
     p = get(parametrization)
     check_optimizer(optimizer)
     if seed is not None:
         torch.manual_seed(seed)
-    model = DeltaLM(config, multipliers(p, optimizer, config.width_mult, config.width))
-    return initialize(model, p, optimizer)
+    model = DeltaLM(config, multipliers(p, optimizer, config.width_mult, config.width, hparams))
+    return initialize(model, p, optimizer, init_mult=hparams.init_mult)
 
 
 def _model_scale(model: nn.Module, width_mult: float | None, width: float | None) -> tuple[float, float]:
@@ -91,14 +97,15 @@ def _model_scale(model: nn.Module, width_mult: float | None, width: float | None
 
 @torch.no_grad()
 def initialize(model: nn.Module, parametrization: str | Parametrization, optimizer: str = "adamw",
-               width_mult: float | None = None, width: float | None = None, generator: torch.Generator | None = None
-               ) -> nn.Module:
-    """Re-draw every parameter whose role has an init std; others keep the module's own initialisation."""
+               width_mult: float | None = None, width: float | None = None, generator: torch.Generator | None = None,
+               init_mult: float = 1.0) -> nn.Module:
+    """Re-draw every parameter whose role has an init std (times init_mult); others keep the module's own
+    initialisation."""
     m_, d_ = _model_scale(model, width_mult, width)
     for param in model.parameters():
         std = resolve(parametrization, role_of(param), optimizer, m_, d_).init_std
         if std is not None:
-            param.normal_(0.0, std, generator=generator)
+            param.normal_(0.0, std * init_mult, generator=generator)
     return model
 
 

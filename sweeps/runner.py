@@ -25,7 +25,7 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # Ray then binds every service to 127.0.0.1
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
-RESUMABLE_CHANGES = GRID_AXES + ("name", "resources", "failure", "search", "optuna", "max_concurrent")
+RESUMABLE_CHANGES = GRID_AXES + ("hparams", "name", "resources", "failure", "search", "optuna", "max_concurrent")
 
 
 def configure_ray_env(local: bool) -> None:

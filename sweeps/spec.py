@@ -16,12 +16,14 @@
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
     failure: {retries: 1}
     search: grid                                               # or optuna (see `optuna:`)
+    hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams)
 
 A malformed field raises SpecError (a ValueError) naming it: "spec field 'lrs[1]': must be positive, got -0.1".
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import types
@@ -34,6 +36,7 @@ import yaml
 
 from deltamup import parametrizations
 from deltamup.models import ModelConfig
+from deltamup.parametrizations.hparams import HPARAMS, check_hparam, label
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig
 
@@ -90,11 +93,19 @@ class TrialPoint:
     width: int
     lr: float
     seed: int
+    hparams: tuple[tuple[str, float], ...] = ()   # (name, value) of the spec's hparams axes, in HPARAMS order
 
     @property
     def key(self) -> str:
-        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0"."""
-        return f"{self.parametrization}.{self.optimizer}.w{self.width}.lr{self.lr:.6g}.s{self.seed}"
+        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0" (".output_mult2" appended per hparam)."""
+        extra = "".join(f".{name}{value:.6g}" for name, value in self.hparams)
+        return f"{self.parametrization}.{self.optimizer}.w{self.width}.lr{self.lr:.6g}.s{self.seed}{extra}"
+
+    @property
+    def label(self) -> str:
+        """The parametrization as reports tell trials apart: "gdn-mup", or "gdn-mup[output_mult=2]" with hparams."""
+        text = label(dict(self.hparams))
+        return f"{self.parametrization}[{text}]" if text else self.parametrization
 
 
 @dataclass(frozen=True)
@@ -117,21 +128,27 @@ class SweepSpec:
     search: str = "grid"
     optuna: OptunaSpec = OptunaSpec()
     max_concurrent: int | None = None
+    hparams: dict = field(default_factory=dict)   # name -> values: grid axes of parametrizations.hparams
 
     def model_config(self, width: int) -> ModelConfig:
         return ModelConfig(**{**self.model, "width": width})
 
     def train_config(self, point: TrialPoint) -> TrainConfig:
-        return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **self.train)
+        train = {**self.train, **{k: v for k, v in point.hparams if k == "weight_decay"}}
+        return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **train)
 
     def grid(self) -> list[TrialPoint]:
-        return [TrialPoint(p, o, w, lr, s) for p in self.parametrizations for o in self.optimizers
-                for w in self.widths for lr in self.lrs for s in self.seeds]
+        names = [k for k in HPARAMS if k in self.hparams]
+        combos = [tuple(zip(names, values)) for values in itertools.product(*(self.hparams[k] for k in names))]
+        return [TrialPoint(p, o, w, lr, s, h) for p in self.parametrizations for o in self.optimizers
+                for w in self.widths for lr in self.lrs for s in self.seeds for h in combos]
 
     def to_dict(self) -> dict:
         """The spec as plain data (YAML-writable), train keys flat as in the file."""
         data = dataclasses.asdict(self)
         data.update(data.pop("train"))
+        if not data["hparams"]:
+            del data["hparams"]  # a spec without hparams axes reads as it did before they existed
         return json.loads(json.dumps(data))  # tuples → lists
 
 
@@ -185,6 +202,8 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
+        elif key == "hparams":
+            values[key] = _hparams(value)
         elif key in ("model", "task"):
             values[key] = value
         else:
@@ -232,6 +251,11 @@ def _check(spec: SweepSpec) -> None:
         raise SpecError("eval.smooth_last", f"must be in (0, 1], got {spec.eval.smooth_last}")
     if spec.search not in SEARCHES:
         raise SpecError("search", f"unknown search {spec.search!r}; choose one of {', '.join(SEARCHES)}")
+    if spec.hparams and spec.search != "grid":
+        raise SpecError("hparams", "hyperparameter axes are grid axes: Optuna tunes the learning rate only "
+                        "(search: grid)")
+    if "weight_decay" in spec.hparams and "weight_decay" in spec.train:
+        raise SpecError("weight_decay", "given both as a value and as an hparams axis: keep one")
     if spec.optuna.sampler not in ("tpe", "random"):
         raise SpecError("optuna.sampler", f"unknown sampler {spec.optuna.sampler!r}; choose tpe or random")
     _check_model(spec)
@@ -305,6 +329,23 @@ def _lrs(value: Any) -> tuple[float, ...]:
         step = math.log(hi / lo) / (num - 1)
         return tuple(float(f"{lo * math.exp(i * step):.6g}") for i in range(num))
     return _typed(value, tuple[float, ...], "lrs")
+
+
+def _hparams(value: Any) -> dict[str, tuple[float, ...]]:
+    """{name: [values]} of parametrizations.hparams: each a non-empty list without duplicates, each value in range."""
+    if not isinstance(value, dict):
+        raise SpecError("hparams", f"expected a mapping of hyperparameter -> list of values, got {value!r}")
+    out = {}
+    for name, values in value.items():
+        if name not in HPARAMS:
+            raise SpecError(f"hparams.{name}", f"unknown hyperparameter (known: {', '.join(HPARAMS)})")
+        values = _typed(values, tuple[float, ...], f"hparams.{name}")
+        if not values or len(set(values)) != len(values):
+            raise SpecError(f"hparams.{name}", f"needs distinct values, got {list(values)}")
+        for i, v in enumerate(values):
+            _named(f"hparams.{name}[{i}]", check_hparam, name, v)
+        out[name] = values
+    return out
 
 
 def _section(cls: type, value: Any, path: str) -> Any:
