@@ -1,5 +1,8 @@
 """The mechanisms of GDN-µP, one at a time (docs/theory.md): the √d before the output RMSNorm is that norm's eps
-divided by d; AdamW's ε is a per-role rule of the table."""
+divided by d; AdamW's ε is a per-role rule of the table; SGD without clipping is plain SGD."""
+import dataclasses
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -8,6 +11,8 @@ from deltamup.models import ModelConfig
 from deltamup.models.layers import RMSNorm
 from deltamup.scaling.data.sample import sample_batches
 from deltamup.scaling.train import TrainConfig, train
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.trial import result_columns, trial_config
 
 # norm_eps 1e-4: o's mean square at init is then comparable to the eps at these widths, so that dropping the √d
 # changes training visibly while writing it as eps/d must not.
@@ -57,3 +62,30 @@ def test_adam_eps_is_a_per_role_rule():
     assert {g["eps"] for g in plain} == {1e-8}
     sgd = parametrizations.build_optimizer(model, "gdn-mup-adameps", "sgd", lr=1e-3).param_groups
     assert all("eps" not in g for g in sgd)
+
+
+@pytest.mark.parametrize("grad_clip", [None, 0])
+def test_sgd_without_clipping_runs_unclipped_and_records_no_clipped_fraction(grad_clip):
+    raw = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [64], "lrs": [0.5],
+           "optimizers": ["sgd"], "steps": 3, "batch_size": 4, "seq_len": 32, "log_every": 1, "momentum": 0.98,
+           "grad_clip": grad_clip}
+    spec = specs.parse(raw)
+    point = spec.grid()[0]
+    config = spec.train_config(point)
+    assert not config.grad_clip
+
+    def run(train_config):
+        model = parametrizations.build_model(spec.model_config(64), "gdn-mup", "sgd", seed=0)
+        result = train(model, "gdn-mup", train_config, sample_batches(4, 32, seed=0))
+        return model, result
+
+    unclipped, result = run(config)
+    assert result.clipped_fraction is None and len(result.grad_norms) == 3
+    cfg = trial_config(spec, point, Path("unused"), run=1)
+    assert result_columns(cfg, result, 1.0, 0)["clipped_fraction"] is None
+    # a threshold that binds changes the updates (SGD: lr · g · min(1, c/‖g‖)); one that never binds does not
+    clipped, binding = run(dataclasses.replace(config, grad_clip=1e-3))
+    loose, never = run(dataclasses.replace(config, grad_clip=1e6))
+    assert binding.clipped_fraction == 1.0 and never.clipped_fraction == 0.0
+    weights = [dict(m.named_parameters())["blocks.0.mlp.up.weight"] for m in (unclipped, clipped, loose)]
+    assert torch.equal(weights[0], weights[2]) and not torch.allclose(weights[0], weights[1])
