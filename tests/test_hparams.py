@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from deltamup.cli import main
 from deltamup.models import ModelConfig
-from deltamup.parametrizations import BaseHparams, build_model
+from deltamup.parametrizations import BaseHparams, build_model, load_export
 from deltamup.reports.analysis import analyze
 from deltamup.reports.tuned import export_from_sweep
 from deltamup.sweeps import spec as specs
@@ -88,3 +89,7 @@ def test_a_grid_over_one_hparam_trains_distinct_trials_and_exports_the_best(tmp_
     other = next(p for p in at_base["parametrization"] if p != winner)
     chosen = export_from_sweep(analysis, other, "adamw", width=128, allow_bound=True)
     assert chosen.hparams == {"output_mult": float(other.split("=")[1].rstrip("]"))}
+    path = tmp_path / "export.yaml"  # the same through the CLI, naming the variant
+    assert main(["export", str(out), "-p", other, "--optimizer", "adamw", "--width", "128", "--out", str(path),
+                 "--allow-bound"]) == 0
+    assert load_export(path).hparams == chosen.hparams
