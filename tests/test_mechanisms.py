@@ -9,6 +9,7 @@ import torch
 from deltamup import parametrizations
 from deltamup.models import ModelConfig
 from deltamup.models.layers import RMSNorm
+from deltamup.scaling import coord_check
 from deltamup.scaling.data.sample import sample_batches
 from deltamup.scaling.train import TrainConfig, train
 from deltamup.sweeps import spec as specs
@@ -89,3 +90,16 @@ def test_sgd_without_clipping_runs_unclipped_and_records_no_clipped_fraction(gra
     assert binding.clipped_fraction == 1.0 and never.clipped_fraction == 0.0
     weights = [dict(m.named_parameters())["blocks.0.mlp.up.weight"] for m in (unclipped, clipped, loose)]
     assert torch.equal(weights[0], weights[2]) and not torch.allclose(weights[0], weights[1])
+
+
+def test_long_coordinate_check_runs_the_sweep_schedule_and_records_every_n_steps():
+    check = coord_check.CoordCheck(ModelConfig(**{**SMALL, "norm_eps": 1e-6}), "gdn-mup", "adamw", (32, 64), steps=4,
+                                   batch_size=2, seq_len=16, device="cpu", schedule="cosine", warmup_steps=1,
+                                   grad_clip=1e-3, weight_decay=0.1, every=2)
+    rows = coord_check.collect(check)
+    assert {r["step"] for r in rows} == {0, 2, 4}
+    grads = [r for r in rows if r["probe"].startswith("grad.")]
+    assert {r["probe"] for r in grads} >= {"grad.hidden", "grad.embedding", "grad.gate_scalar"}
+    assert all(0 < r["rms"] <= 1e-3 for r in grads)  # clipped to a global norm of 1e-3
+    config = check.train_config()
+    assert (config.schedule, config.warmup_steps, config.weight_decay) == ("cosine", 1, 0.1)
