@@ -15,12 +15,15 @@ class Multipliers:
     """Forward multipliers a parametrization sets (all 1 in SP).
 
     embedding: on the token embedding's output. readout: on o = scale·Sᵀq before the output (gated) RMSNorm —
-    GDN-µP's √d. mixer_output: on the token mixer's output after W_o. logits: on the final logits."""
+    GDN-µP's √d. mixer_output: on the token mixer's output after W_o. logits: on the final logits.
+    readout_eps: on the eps of that output RMSNorm (config.norm_eps × readout_eps). RMSNorm(c·o; eps) equals
+    RMSNorm(o; eps/c²), so readout c and readout_eps 1/c² are the same model (docs/theory.md)."""
 
     embedding: float = 1.0
     readout: float = 1.0
     mixer_output: float = 1.0
     logits: float = 1.0
+    readout_eps: float = 1.0
 
 
 @dataclass(frozen=True)

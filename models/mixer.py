@@ -5,7 +5,7 @@ x [B, T, d] -> y [B, T, d]. Per head (H heads, key dim dk, value dim dv), with n
     g = −exp(A_log) · softplus(W_α x + dt_bias)          (gated kinds only; log-space decay)
     β_j = σ(W_β,j x)  or 2σ(·) with negative eigenvalues
     S ← exp(g) S;  S ← (I − β_j k_j k_jᵀ) S + β_j k_j v_jᵀ  for j = 1..n_h;   o = dk^−½ Sᵀ q
-    y = mixer_output_mult · W_o [RMSNorm(readout_mult · o) ⊙ w_norm ⊙ SiLU(W_g x)]
+    y = mixer_output_mult · W_o [RMSNorm(readout_mult · o; norm_eps · readout_eps) ⊙ w_norm ⊙ SiLU(W_g x)]
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class DeltaMixer(nn.Module):
             self.A_log = tagged(nn.Parameter(torch.empty(H)), Role.GATE_SCALAR)
             self.dt_bias = tagged(nn.Parameter(torch.empty(H)), Role.GATE_SCALAR)
             init_decay_scalars(self.A_log, self.dt_bias)
-        self.o_norm = RMSNorm(dv, config.norm_eps)
+        self.o_norm = RMSNorm(dv, config.norm_eps * multipliers.readout_eps)
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape

@@ -62,9 +62,10 @@ class Parametrized:
         """The table's rule for one parameter at this width."""
         return resolve(self.parametrization, self.roles[name], self.optimizer, self.width_mult, self.width)
 
-    def param_groups(self, lr: float, weight_decay: float = 0.0) -> list[dict]:
+    def param_groups(self, lr: float, weight_decay: float = 0.0, eps: float = 1e-8) -> list[dict]:
+        """registry.param_groups for this model (eps: AdamW's base ε, times each role's ε multiplier)."""
         return param_groups(self.model.parameters(), self.parametrization, self.optimizer, lr, weight_decay,
-                            self.width_mult, self.width, self.roles_by_id())
+                            self.width_mult, self.width, self.roles_by_id(), eps)
 
     def build_optimizer(self, lr: float, weight_decay: float = 0.0, **kwargs) -> torch.optim.Optimizer:
         """parametrizations.build_optimizer for this model (kwargs: betas, eps, momentum, nesterov)."""
@@ -113,18 +114,20 @@ def multiplier_sites(struct: Structure, fields: list[str]) -> tuple[list[Site], 
             found = [Site(struct.logits, field, "output")] if struct.logits else []
         elif field == "mixer_output":
             found = [Site(m.name, field, "output") for m in struct.mixers]
-        else:
+        else:  # readout: the input of each mixer's output norm; readout_eps: that norm's own eps
             bad = [m.name for m in struct.mixers if m.norm in (None, "?")]
             if bad:
-                missing.append(f"readout: mixer {bad[0]} has no single norm child to scale the input of")
+                missing.append(f"{field}: mixer {bad[0]} has no single norm child to scale the "
+                               f"{'input' if field == 'readout' else 'eps'} of")
                 continue
-            found = [Site(m.norm, field, "input") for m in struct.mixers]
+            found = [Site(m.norm, field, "input" if field == "readout" else "eps") for m in struct.mixers]
         if not found:
             missing.append({"embedding": "embedding: the token embedding is not a module (an nn.Embedding)",
                             "logits": "logits: no module computes the logits (a readout module, or one whose "
                                       "weight is the tied embedding)",
                             "mixer_output": "mixer_output: no token mixer found (gate matrices / scalars)",
-                            "readout": "readout: no token mixer found (gate matrices / scalars)"}[field])
+                            "readout": "readout: no token mixer found (gate matrices / scalars)",
+                            "readout_eps": "readout_eps: no token mixer found (gate matrices / scalars)"}[field])
         sites += found
     return sites, missing
 

@@ -21,11 +21,15 @@ Schema `deltamup.export/1` (every key always present; floats in SI units, LRs pe
         weight_decay: 0.1             # weight_decay × wd_mult (0: never decayed)
         wd_mult: 1.0
         init_std: 0.005               # std of N(0, std²); null: the module's own width-independent init
+        eps_mult: 1.0                 # AdamW's ε for this role: train.eps (default 1e-8) × eps_mult
         tensors: 88                   # how many parameters of this role the model has …
         elements: 1610612736          # … and their total size: what "a model of this shape" means
         tuned: {lr: 0.003, init_std: 0.02, weight_decay: 0.1}   # the same role at tuned_width
       …
     train: {betas: [0.9, 0.95], warmup_steps: …}           # the sweep's other optimizer settings (may be empty)
+    hparams: {output_mult: 2.0, init_mult: 0.5}            # tuned base values other than LR and weight decay
+                                                           # (parametrizations.hparams; empty: the table's own), already
+                                                           # applied above: in multipliers and every init_std
     provenance: {sweep: /abs/path, spec_sha256: …, best_lr_grid: …, bound: false, metric: …, created_utc: …}
 
     exp = load_export("train.yaml")
@@ -51,6 +55,7 @@ from deltamup.models import DeltaLM, ModelConfig, Multipliers, role_of
 from deltamup.models.roles import Role
 
 from .apply import Parametrized, parametrize
+from .hparams import BaseHparams, check_hparam
 from .registry import build_optimizer, check_optimizer, get, multipliers, resolve
 from .rolemap import RoleMap
 
@@ -70,6 +75,7 @@ class RoleExport:
     tensors: int
     elements: int
     tuned: dict
+    eps_mult: float = 1.0  # AdamW ε = train.eps (default 1e-8) × eps_mult
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class Export:
     groups: dict[str, RoleExport]
     train: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    hparams: dict = field(default_factory=dict)
     schema: str = SCHEMA
 
     def to_dict(self) -> dict:
@@ -166,20 +173,30 @@ def role_sizes(model: nn.Module, roles: dict[int, Role] | None = None) -> dict[s
 
 
 def _values(parametrization: str, role: Role, optimizer: str, lr: float, weight_decay: float, width: int,
-            base_width: int) -> dict:
+            base_width: int, init_mult: float = 1.0) -> dict:
     r = resolve(parametrization, role, optimizer, width / base_width, width)
     return dict(lr=lr * r.lr_mult, lr_mult=r.lr_mult, weight_decay=weight_decay * r.wd_mult, wd_mult=r.wd_mult,
-                init_std=r.init_std)
+                init_std=None if r.init_std is None else r.init_std * init_mult, eps_mult=r.eps_mult)
 
 
 def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: float, weight_decay: float = 0.0,
-                tuned_width: int | None = None, train: dict | None = None, provenance: dict | None = None) -> Export:
+                tuned_width: int | None = None, train: dict | None = None, provenance: dict | None = None,
+                hparams: dict | None = None) -> Export:
     """The export for `model` (its width is the target width) of a base LR tuned at `tuned_width` (default: the
-    target width). Parameter counts come from a model built on the meta device: no memory, any width."""
+    target width). Parameter counts come from a model built on the meta device: no memory, any width.
+
+    hparams: tuned base values of parametrizations.hparams (output_mult, embed_mult, init_mult), applied through
+    the table at both widths: in `multipliers`, `tuned_multipliers` and every role's init_std."""
     p = get(parametrization).name
     check_optimizer(optimizer)
     if not lr > 0:
         raise ValueError(f"learning rate must be positive, got {lr}")
+    hparams = {k: float(v) for k, v in (hparams or {}).items()}
+    for name, value in hparams.items():
+        check_hparam(name, value)
+    if "weight_decay" in hparams:
+        raise ValueError("pass a tuned weight decay as weight_decay=, not among the model's hparams")
+    base = BaseHparams.of(hparams)
     tuned_width = tuned_width or model.width
     model.with_width(tuned_width)  # validates the head layout there
     with torch.device("meta"):
@@ -187,19 +204,20 @@ def make_export(parametrization: str, optimizer: str, model: ModelConfig, lr: fl
     groups = {}
     for role_name, (tensors, elements) in sizes.items():
         role = Role(role_name)
-        at_tuned = _values(p, role, optimizer, lr, weight_decay, tuned_width, model.base_width)
-        groups[role_name] = RoleExport(**_values(p, role, optimizer, lr, weight_decay, model.width, model.base_width),
+        at_tuned = _values(p, role, optimizer, lr, weight_decay, tuned_width, model.base_width, base.init_mult)
+        groups[role_name] = RoleExport(**_values(p, role, optimizer, lr, weight_decay, model.width, model.base_width,
+                                                 base.init_mult),
                                        tensors=tensors, elements=elements,
                                        tuned={k: at_tuned[k] for k in ("lr", "init_std", "weight_decay")})
 
     def mults(width: int) -> dict:
-        return asdict(multipliers(p, optimizer, width / model.base_width, width))
+        return asdict(multipliers(p, optimizer, width / model.base_width, width, base))
 
     return Export(parametrization=p, optimizer=optimizer, width=model.width, base_width=model.base_width,
                   width_mult=model.width_mult, lr=lr, weight_decay=weight_decay, tuned_width=tuned_width,
                   model=model.to_dict(), multipliers=mults(model.width), tuned_multipliers=mults(tuned_width),
                   groups=groups, train={k: list(v) if isinstance(v, tuple) else v for k, v in (train or {}).items()},
-                  provenance=dict(provenance or {}))
+                  provenance=dict(provenance or {}), hparams=hparams)
 
 
 class ExportError(ValueError):
@@ -291,7 +309,9 @@ TRAIN_TYPES = {"schedule": str, "warmup_steps": int, "min_lr_ratio": float, "wei
 
 
 def _role(doc: object, path: str) -> RoleExport:
-    g = _mapping(doc, path, ROLE_FIELDS)
+    g = _mapping(doc, path, ROLE_FIELDS, required=False)
+    _mapping({k: v for k, v in g.items() if k != "eps_mult"}, path, ROLE_FIELDS - {"eps_mult"})  # eps_mult: optional
+    eps_mult = _number(g, "eps_mult", f"{path}.eps_mult", strict=True, optional=True)
     for key in ("lr", "lr_mult", "weight_decay", "wd_mult"):
         _number(g, key, f"{path}.{key}")
     tuned = _mapping(g["tuned"], f"{path}.tuned", TUNED_FIELDS)
@@ -303,7 +323,8 @@ def _role(doc: object, path: str) -> RoleExport:
                          "init_std": None if g["init_std"] is None else float(g["init_std"]),
                          "tensors": _count(g, "tensors", f"{path}.tensors", 0),
                          "elements": _count(g, "elements", f"{path}.elements", 0),
-                         "tuned": {k: None if v is None else float(v) for k, v in tuned.items()}})
+                         "tuned": {k: None if v is None else float(v) for k, v in tuned.items()},
+                         "eps_mult": 1.0 if eps_mult is None else eps_mult})
 
 
 def from_dict(doc: dict) -> Export:
@@ -314,7 +335,8 @@ def from_dict(doc: dict) -> Export:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"not a deltamup export (field 'schema' is {_short(found)}, expected {SCHEMA!r})")
     names = {f.name for f in dataclasses.fields(Export)}
-    _mapping({k: v for k, v in doc.items() if k not in ("train", "provenance")}, "", names - {"train", "provenance"})
+    optional = {"train", "provenance", "hparams"}
+    _mapping({k: v for k, v in doc.items() if k not in optional}, "", names - optional)
     _mapping(doc, "", names, required=False)
     for key, check in (("parametrization", get), ("optimizer", check_optimizer)):
         if not isinstance(doc[key], str):
@@ -350,11 +372,19 @@ def from_dict(doc: dict) -> Export:
     train = _typed_fields(_mapping(doc.get("train", {}), "train", set(TRAIN_TYPES), required=False), TRAIN_TYPES,
                           "train")
     provenance = _plain(_mapping(doc.get("provenance", {}), "provenance"), "provenance")
+    given = _mapping(doc.get("hparams", {}), "hparams")
+    hparams = {k: _number(given, k, f"hparams.{k}") for k in given}
+    for key, value in hparams.items():
+        try:
+            check_hparam(key, value)
+        except ValueError as e:
+            raise ExportError(f"hparams.{key}", str(e)) from None
     return Export(parametrization=doc["parametrization"], optimizer=doc["optimizer"], width=width,
                   base_width=base_width, width_mult=width_mult, lr=lr, weight_decay=weight_decay,
                   tuned_width=tuned_width, model=model, multipliers=mults["multipliers"],
                   tuned_multipliers=mults["tuned_multipliers"], groups=groups,
-                  train={k: list(v) if isinstance(v, tuple) else v for k, v in train.items()}, provenance=provenance)
+                  train={k: list(v) if isinstance(v, tuple) else v for k, v in train.items()}, provenance=provenance,
+                  hparams=hparams)
 
 
 def load_export(path: str | Path) -> Export:

@@ -20,14 +20,14 @@ from deltamup.models.config import Multipliers
 
 from . import standalone
 
-SIDES = ("input", "output")
+SIDES = ("input", "output", "eps")  # eps: a norm's own float eps (readout_eps)
 FIELDS = tuple(f.name for f in fields(Multipliers))
 uninstall = standalone.uninstall
 
 
 @dataclass(frozen=True)
 class Site:
-    """module: its name in model.named_modules(); field: a Multipliers field; side: "input" | "output"."""
+    """module: its name in model.named_modules(); field: a Multipliers field; side: "input" | "output" | "eps"."""
 
     module: str
     field: str
@@ -49,8 +49,8 @@ def install(model: nn.Module, sites: Iterable[Site], values: Multipliers | Mappi
     sites = list(sites)
     for site in sites:
         if site.field not in FIELDS or site.side not in SIDES:
-            raise ValueError(f"bad multiplier site {site.to_list()}: field one of {', '.join(FIELDS)}, side input "
-                             "or output")
+            raise ValueError(f"bad multiplier site {site.to_list()}: field one of {', '.join(FIELDS)}, side "
+                             f"{', '.join(SIDES)}")
     standalone.install(model, [dict(module=s.module, field=s.field, side=s.side, factor=values[s.field])
                                for s in sites])
     return sites

@@ -10,8 +10,9 @@ side, so `initialize` + `install_multipliers` + `build_optimizer` give the model
     schema: deltamup.param_groups/1
     parametrization, optimizer, width, base_width, lr, weight_decay: as in the deltamup.export/1 document
     optimizer_kwargs: {betas, eps} (adamw) or {momentum, nesterov} (sgd)
-    groups: [{role, lr, weight_decay, init_std (null: the module's own init), params: [parameter names]}]
-    multipliers: [{module, field, side, factor}]
+    groups: [{role, lr, weight_decay, init_std (null: the module's own init), params: [parameter names]}, and eps
+             where a role's AdamW ε differs from optimizer_kwargs.eps (gdn-mup-adameps)]
+    multipliers: [{module, field, side ("input" | "output" | "eps": a norm's own eps), factor}]
 """
 from __future__ import annotations
 
@@ -30,10 +31,11 @@ def param_groups_doc(p: Parametrized, lr: float, weight_decay: float = 0.0, beta
     """The deltamup.param_groups/1 document for a parametrized model (arguments as build_optimizer's)."""
     names = {id(q): n for n, q in p.model.named_parameters()}
     groups = []
-    for g in p.param_groups(lr, weight_decay):
+    for g in p.param_groups(lr, weight_decay, eps):
         first = names[id(g["params"][0])]
         groups.append({"role": g["role"], "lr": g["lr"], "weight_decay": g["weight_decay"],
-                       "init_std": p.rule(first).init_std, "params": [names[id(q)] for q in g["params"]]})
+                       "init_std": p.rule(first).init_std, "params": [names[id(q)] for q in g["params"]]}
+                      | ({"eps": g["eps"]} if g.get("eps", eps) != eps else {}))
     kwargs = {"betas": list(betas), "eps": eps} if p.optimizer == "adamw" else {"momentum": momentum,
                                                                                "nesterov": nesterov}
     return {"schema": standalone.SCHEMA, "parametrization": p.parametrization, "optimizer": p.optimizer,

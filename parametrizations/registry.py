@@ -5,13 +5,14 @@ The rules themselves live in parametrizations/tables.py; this module only reads 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
 from deltamup.models import DeltaLM, ModelConfig, Multipliers, Role, role_of
 
+from .hparams import BaseHparams
 from .table import OPTIMIZERS, Parametrization, RoleRule, Slope, per_optimizer
 from .tables import REGISTRY
 
@@ -37,13 +38,14 @@ def check_optimizer(optimizer: str) -> str:
 
 @dataclass(frozen=True)
 class ResolvedRule:
-    """A role's rule at one width: init std (None: module default), LR multiplier, weight-decay multiplier."""
+    """A role's rule at one width: init std (None: module default), LR, weight-decay and Adam-ε multipliers."""
 
     role: Role
     init_std: float | None
     lr_mult: float
     wd_mult: float
     rule: RoleRule
+    eps_mult: float = 1.0
 
 
 def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, width_mult: float,
@@ -53,27 +55,33 @@ def resolve(parametrization: str | Parametrization, role: Role, optimizer: str, 
     init = per_optimizer(rule.init, optimizer)
     return ResolvedRule(role, None if init is None else init(width_mult, width),
                         per_optimizer(rule.lr, optimizer)(width_mult, width),
-                        per_optimizer(rule.wd, optimizer)(width_mult, width), rule)
+                        per_optimizer(rule.wd, optimizer)(width_mult, width), rule,
+                        per_optimizer(rule.eps, optimizer)(width_mult, width))
 
 
 def multipliers(parametrization: str | Parametrization, optimizer: str, width_mult: float,
-                width: float) -> Multipliers:
+                width: float, hparams: BaseHparams = BaseHparams()) -> Multipliers:
+    """The table's forward multipliers at this width; hparams' output_mult and embed_mult scale the logits and
+    embedding multipliers."""
     p = get(parametrization)
     values = {k: per_optimizer(v, optimizer)(width_mult, width) for k, v in p.multipliers.items()}
+    values["logits"] = values.get("logits", 1.0) * hparams.output_mult
+    values["embedding"] = values.get("embedding", 1.0) * hparams.embed_mult
     return Multipliers(**values)
 
 
 def build_model(config: ModelConfig, parametrization: str | Parametrization = "sp", optimizer: str = "adamw",
-                seed: int | None = None) -> DeltaLM:
+                seed: int | None = None, hparams: BaseHparams = BaseHparams()) -> DeltaLM:
     """A DeltaLM with the parametrization's forward multipliers and initialisation at config.width.
 
-    seed: draws the initialisation from torch.manual_seed(seed) (None: the global RNG as it is)."""
+    seed: draws the initialisation from torch.manual_seed(seed) (None: the global RNG as it is).
+    hparams: the base model's other hyperparameters (parametrizations.hparams), applied through the table."""
     p = get(parametrization)
     check_optimizer(optimizer)
     if seed is not None:
         torch.manual_seed(seed)
-    model = DeltaLM(config, multipliers(p, optimizer, config.width_mult, config.width))
-    return initialize(model, p, optimizer)
+    model = DeltaLM(config, multipliers(p, optimizer, config.width_mult, config.width, hparams))
+    return initialize(model, p, optimizer, init_mult=hparams.init_mult)
 
 
 def _model_scale(model: nn.Module, width_mult: float | None, width: float | None) -> tuple[float, float]:
@@ -89,21 +97,23 @@ def _model_scale(model: nn.Module, width_mult: float | None, width: float | None
 
 @torch.no_grad()
 def initialize(model: nn.Module, parametrization: str | Parametrization, optimizer: str = "adamw",
-               width_mult: float | None = None, width: float | None = None, generator: torch.Generator | None = None
-               ) -> nn.Module:
-    """Re-draw every parameter whose role has an init std; others keep the module's own initialisation."""
+               width_mult: float | None = None, width: float | None = None, generator: torch.Generator | None = None,
+               init_mult: float = 1.0) -> nn.Module:
+    """Re-draw every parameter whose role has an init std (times init_mult); others keep the module's own
+    initialisation."""
     m_, d_ = _model_scale(model, width_mult, width)
     for param in model.parameters():
         std = resolve(parametrization, role_of(param), optimizer, m_, d_).init_std
         if std is not None:
-            param.normal_(0.0, std, generator=generator)
+            param.normal_(0.0, std * init_mult, generator=generator)
     return model
 
 
 def param_groups(params: Iterable[nn.Parameter], parametrization: str | Parametrization, optimizer: str,
                  lr: float, weight_decay: float, width_mult: float, width: float,
-                 roles: dict[int, Role] | None = None) -> list[dict]:
-    """One param group per role: {"params", "role", "lr", "base_lr", "lr_mult", "weight_decay"}.
+                 roles: dict[int, Role] | None = None, eps: float = 1e-8) -> list[dict]:
+    """One param group per role: {"params", "role", "lr", "base_lr", "lr_mult", "weight_decay"}, and for AdamW
+    "eps" (the base ε times the role's ε multiplier).
 
     `roles` (id(param) -> Role) overrides `param.role`, for models whose parameters are mapped by name."""
     check_optimizer(optimizer)
@@ -116,8 +126,9 @@ def param_groups(params: Iterable[nn.Parameter], parametrization: str | Parametr
     groups = []
     for role, ps in by_role.items():
         r = resolve(parametrization, role, optimizer, width_mult, width)
-        groups.append({"params": ps, "role": str(role), "lr": lr * r.lr_mult, "base_lr": lr * r.lr_mult,
-                       "lr_mult": r.lr_mult, "weight_decay": weight_decay * r.wd_mult})
+        group = {"params": ps, "role": str(role), "lr": lr * r.lr_mult, "base_lr": lr * r.lr_mult,
+                 "lr_mult": r.lr_mult, "weight_decay": weight_decay * r.wd_mult}
+        groups.append(group | ({"eps": eps * r.eps_mult} if optimizer == "adamw" else {}))
     return groups
 
 
@@ -129,7 +140,7 @@ def build_optimizer(model: nn.Module, parametrization: str | Parametrization, op
     if not lr > 0:
         raise ValueError(f"learning rate must be positive, got {lr}")
     m_, d_ = _model_scale(model, width_mult, width)
-    groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles)
+    groups = param_groups(model.parameters(), parametrization, optimizer, lr, weight_decay, m_, d_, roles, eps)
     if optimizer == "adamw":
         fused = all(p.is_cuda for p in model.parameters())  # one kernel for every parameter's update
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
@@ -156,6 +167,7 @@ def describe_rows(parametrization: str | Parametrization, optimizer: str, width:
             f"LR @{width}": f"{at.lr_mult:.4g}",
             f"LR @{base_width}": f"{base.lr_mult:.4g}",
             "weight decay ×": "no decay" if at.wd_mult == 0 else str(per_optimizer(rule.wd, optimizer)),
+            **({"Adam ε ×": str(per_optimizer(rule.eps, optimizer))} if optimizer == "adamw" else {}),
         })
     return rows
 
@@ -165,7 +177,7 @@ def describe_multipliers(parametrization: str | Parametrization, optimizer: str,
     """One row per forward multiplier: the rule and its value at `width` and at `base_width`."""
     p = get(parametrization)
     rows = []
-    for name in ("embedding", "readout", "mixer_output", "logits"):
+    for name in (f.name for f in fields(Multipliers)):
         rule = per_optimizer(p.multipliers.get(name, 1.0), optimizer)
         rows.append({"forward multiplier": name, "rule": str(rule),
                      f"@{width}": f"{rule(width / base_width, width):.4g}",

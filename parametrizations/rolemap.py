@@ -9,9 +9,10 @@ requires every trainable parameter to match and lists the ones that do not.
     p = parametrize(fla_model, "gdn-mup", optimizer="adamw", base_model=fla_base, roles=FLA)
 
 A user's own model gets its map the same way: RoleMap("mine", ((r"\\.wte\\.weight$", Role.EMBEDDING), ...)).
-A SiteMap lists (regex on the module name, label, "input" | "output"): for `multipliers` the label is a
-models.Multipliers field, for `probes` a probe name of the parametrization tables' `expect` ("alpha_pre", "readout",
-…); a probe in a numbered layer is reported as block<i>.<probe>.
+A SiteMap lists (regex on the module name, label, "input" | "output" | "eps"): for `multipliers` the label is a
+models.Multipliers field ("eps": the norm's own float `eps` or `variance_epsilon`, for readout_eps), for `probes` a
+probe name of the parametrization tables' `expect` ("alpha_pre", "readout", …); a probe in a numbered layer is
+reported as block<i>.<probe>.
 """
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ FLA_MULTIPLIERS = SiteMap("fla", (
     (r"(^|\.)embeddings$", "embedding", "output"),
     (r"\.attn\.o_norm$", "readout", "input"),      # o = scale·Sᵀq, before the gated output RMSNorm
     (r"\.attn$", "mixer_output", "output"),         # the layer's output: W_o's (the first of its outputs)
+    (r"\.attn\.o_norm$", "readout_eps", "eps"),    # the gated output RMSNorm's eps
     (r"(^|\.)lm_head$", "logits", "output"),
 ))
 FLA = RoleMap("fla", (
@@ -126,6 +128,7 @@ QWEN3_NEXT_MULTIPLIERS = SiteMap("qwen3-next", (
     (r"(^|\.)embed_tokens$", "embedding", "output"),
     (r"\.linear_attn\.norm$", "readout", "input"),
     (r"\.linear_attn$", "mixer_output", "output"),
+    (r"\.linear_attn\.norm$", "readout_eps", "eps"),  # the gated RMSNorm's variance_epsilon
     (r"(^|\.)lm_head$", "logits", "output"),
 ))
 QWEN3_NEXT = RoleMap("qwen3-next", (

@@ -51,21 +51,48 @@ def _scale_output(buffer: str, module: nn.Module, _args: tuple, output):
     return _scale(output, getattr(module, buffer))
 
 
+EPS_ATTRIBUTES = ("eps", "variance_epsilon")  # a norm's epsilon: PyTorch's and fla's name, Hugging Face's
+
+
+def _eps_attribute(module: nn.Module) -> str | None:
+    return next((a for a in EPS_ATTRIBUTES if isinstance(getattr(module, a, None), float)), None)
+
+
+class _ScaledEps:
+    """An "eps" site: the norm's float epsilon set to its own value times the factor (no hook: the norm reads it);
+    remove() puts the module's value back."""
+
+    def __init__(self, module: nn.Module, factor: float) -> None:
+        self.module, self.attribute = module, _eps_attribute(module)
+        self.base = getattr(module, self.attribute)
+        setattr(module, self.attribute, self.base * factor)
+
+    def remove(self) -> None:
+        setattr(self.module, self.attribute, self.base)
+
+
 def install(model: nn.Module, sites: list[dict]) -> None:
-    """sites: [{"module", "field", "side": "input" | "output", "factor"}]. Each module gets a 0-d fp32 buffer
-    deltamup_<field>_<side> holding the factor and a hook multiplying its input (first argument) or output by it."""
+    """sites: [{"module", "field", "side": "input" | "output" | "eps", "factor"}]. Each module gets a 0-d fp32
+    buffer deltamup_<field>_<side> holding the factor and a hook multiplying its input (first argument) or output by
+    it; an "eps" site scales the norm's own float epsilon (`eps` or `variance_epsilon`) instead of a tensor."""
     modules = dict(model.named_modules())
     for site in sites:
         if site["module"] not in modules:
             raise ValueError(f"the model has no module {site['module']!r} for the {site['field']} multiplier")
-        if site["side"] not in ("input", "output"):
-            raise ValueError(f"multiplier side must be input or output, got {site['side']!r}")
+        if site["side"] not in ("input", "output", "eps"):
+            raise ValueError(f"multiplier side must be input, output or eps, got {site['side']!r}")
         module, buffer = modules[site["module"]], f"deltamup_{site['field']}_{site['side']}"
+        if site["side"] == "eps" and _eps_attribute(module) is None:
+            raise ValueError(f"{site['module']} has no float eps (or variance_epsilon) for the {site['field']} "
+                             "multiplier")
         hooks = module.__dict__.setdefault(HOOKS, {})
         if buffer in hooks:
             hooks.pop(buffer).remove()
         device = next((p.device for p in module.parameters()), None)
         module.register_buffer(buffer, torch.tensor(float(site["factor"]), device=device), persistent=True)
+        if site["side"] == "eps":
+            hooks[buffer] = _ScaledEps(module, float(site["factor"]))
+            continue
         hook = functools.partial(_scale_input if site["side"] == "input" else _scale_output, buffer)
         hooks[buffer] = (module.register_forward_pre_hook(hook) if site["side"] == "input"
                          else module.register_forward_hook(hook))
@@ -105,10 +132,12 @@ def initialize(model: nn.Module, doc: dict, generator: torch.Generator | None = 
 
 
 def param_groups(model: nn.Module, doc: dict) -> list[dict]:
-    """torch.optim param groups: {"params", "lr", "base_lr", "weight_decay", "role"} per role."""
+    """torch.optim param groups: {"params", "lr", "base_lr", "weight_decay", "role"} per role, and "eps" (AdamW's ε)
+    where the file gives a group its own."""
     params = _named(model, doc)
     return [{"params": [params[n] for n in g["params"]], "lr": g["lr"], "base_lr": g["lr"],
-             "weight_decay": g["weight_decay"], "role": g["role"]} for g in doc["groups"]]
+             "weight_decay": g["weight_decay"], "role": g["role"]} | ({"eps": g["eps"]} if "eps" in g else {})
+            for g in doc["groups"]]
 
 
 def build_optimizer(model: nn.Module, doc: dict) -> torch.optim.Optimizer:

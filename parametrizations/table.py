@@ -29,11 +29,14 @@ class RoleRule:
           A_log/dt_bias as in Mamba-2, short convs as PyTorch's Conv1d).
     lr:   multiplier on the base learning rate.
     wd:   multiplier on the base weight decay (0: never decayed).
+    eps:  multiplier on AdamW's base ε (SGD has none): Adam divides by √v̂ + ε, so an ε that does not shrink with
+          the gradients of this role would damp their updates as width grows (docs/theory.md).
     """
 
     init: PerOptimizer | None
     lr: PerOptimizer
     wd: PerOptimizer = 1.0
+    eps: PerOptimizer = 1.0
 
 
 @dataclass(frozen=True)

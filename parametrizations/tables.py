@@ -1,11 +1,15 @@
 """Every parametrization deltamup knows, as data. Any rule of any parametrization is in this file.
 
 m = width / base_width, d = width. init: std of N(0, std²) (None: the module's own width-independent init);
-lr: multiplier on the base learning rate; wd: multiplier on the base weight decay (0: never decayed).
-Multipliers (models.Multipliers): logits, readout (o before the output RMSNorm), mixer_output, embedding.
+lr: multiplier on the base learning rate; wd: multiplier on the base weight decay (0: never decayed);
+eps: multiplier on AdamW's base ε.
+Multipliers (models.Multipliers): logits, readout (o before the output RMSNorm), mixer_output, embedding,
+readout_eps (on the eps of the output RMSNorm).
 expect: the width exponent of every probe's RMS that the theory predicts (see docs/theory.md for the derivations).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from deltamup.models.roles import Role
 
@@ -126,4 +130,34 @@ GDN_MUP_CODE = Parametrization(
     } for opt in ("adamw", "sgd")},
 )
 
-REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE)}
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP's √d before the output RMSNorm, written as what it is: RMSNorm(c·o; eps) = RMSNorm(o; eps/c²), so the
+# multiplier √d is the norm's eps divided by d — the same model, trained identically (docs/theory.md,
+# tests/test_mechanisms.py). The readout probe then measures o itself, Θ(d^-1/2) like naive µP's.
+_NO_READOUT = {k: v for k, v in GDN_MUP.multipliers.items() if k != "readout"}
+_O_SHRINKS = {opt: {**probes, "readout": Slope(None, -0.5, below=0.4)} for opt, probes in GDN_MUP.expect.items()}
+GDN_MUP_NORMEPS = replace(
+    GDN_MUP, name="gdn-mup-normeps",
+    summary="GDN-µP with the √d before the output RMSNorm written as that norm's eps / d (the same model).",
+    multipliers={**_NO_READOUT, "readout_eps": 1 / d}, expect=_O_SHRINKS)
+# Neither: no √d and the norm's own eps — GDN-µP's other rules alone. Differs from GDN-µP only where o's mean
+# square is not large against the eps (docs/theory.md).
+GDN_MUP_NOSQRTD = replace(
+    GDN_MUP, name="gdn-mup-nosqrtd",
+    summary="GDN-µP without the √d before the output RMSNorm (and the norm's eps unscaled): the other rules alone.",
+    multipliers=_NO_READOUT, expect=_O_SHRINKS)
+
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with AdamW's ε scaled like each role's gradient (Everett et al. 2024, "Scaling Exponents Across
+# Parameterizations and Optimizers": a fixed ε meets gradients that shrink with width). The exponents are the
+# gradients' measured ones at initialisation (docs/theory.md): d^-1 for the matrices, embedding, convs and gains,
+# d^-1/2 for the gate matrices and scalars.
+_EPS = {Role.GATE_MATRIX: m**-0.5, Role.GATE_SCALAR: m**-0.5}
+GDN_MUP_ADAMEPS = replace(
+    GDN_MUP, name="gdn-mup-adameps",
+    summary="GDN-µP with AdamW's ε scaled like each role's gradient (1/m; 1/√m for the gates).",
+    rules={role: replace(rule, eps={"adamw": _EPS.get(role, 1 / m), "sgd": 1})
+           for role, rule in GDN_MUP.rules.items()})
+
+REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
+                                                            GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS)}

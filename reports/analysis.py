@@ -135,15 +135,26 @@ def load_sweep(path: str | Path) -> Sweep:
     if missing:
         raise ValueError(f"{trials_file} lacks the columns {', '.join(missing)}")
     curves = pl.read_parquet(curves_file) if curves_file.is_file() else None
-    return Sweep(path, spec, trials, curves, tuple(store.skipped(path)))
+    return Sweep(path, spec, with_hparams_label(trials), curves, tuple(store.skipped(path)))
+
+
+def with_hparams_label(trials: pl.DataFrame) -> pl.DataFrame:
+    """Trials of a sweep with hparams axes: each parametrization named with its hparams ("gdn-mup[output_mult=2]",
+    sweeps.spec.TrialPoint.label), so that every table tells them apart; others unchanged."""
+    if "hparams" not in trials.columns:
+        return trials
+    hp, name = pl.col("hparams").cast(pl.String).fill_null(""), pl.col("parametrization").cast(pl.String)
+    return trials.with_columns(pl.when(hp == "").then(name).otherwise(pl.format("{}[{}]", name, hp))
+                               .alias("parametrization"))
 
 
 def expand_grid(spec: dict) -> pl.DataFrame:
-    """Every trial a sweep spec's grid asks for: (parametrization, optimizer, width, lr, seed). The expansion is the
+    """Every trial a sweep spec's grid asks for: (parametrization, optimizer, width, lr, seed), the parametrization
+    labelled with its hparams as in with_hparams_label. The expansion is the
     sweep engine's own (sweeps.spec.parse(...).grid()), so "missing" means exactly what the engine would still run;
     a malformed spec raises its SpecError (a ValueError naming the field)."""
     points = parse({"name": "sweep", **spec}, open_task=False).grid()
-    return pl.DataFrame([dict(parametrization=p.parametrization, optimizer=p.optimizer, width=p.width, lr=p.lr,
+    return pl.DataFrame([dict(parametrization=p.label, optimizer=p.optimizer, width=p.width, lr=p.lr,
                               seed=p.seed) for p in points],
                         schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,
                                 "lr": pl.Float64, "seed": pl.Int64})

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from deltamup.parametrizations.export import Export, make_export
+from deltamup.parametrizations.hparams import parse_label
 from deltamup.reports.analysis import Analysis
 from deltamup.reports.interpretation import interval
 from deltamup.sweeps.spec import parse
@@ -35,9 +36,14 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
     """The export at `width` of the optimum found at `tuned_width` (default: the sweep's smallest width with an
     optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, only a bound of one (unless
     allow_bound), or a verdict other than `transfers` for a width other than tuned_width (unless allow_unverified:
-    then provenance["warning"] says so)."""
-    rows = analysis.optima.filter((pl.col("parametrization") == parametrization) & (pl.col("optimizer") == optimizer)
-                                  & pl.col("best_lr").is_not_null()).sort("width")
+    then provenance["warning"] says so).
+
+    In a sweep with hparams axes `parametrization` may name one variant ("gdn-mup[output_mult=2]") or the
+    parametrization alone ("gdn-mup"): then the variant with the lowest loss at the tuned width is exported, its
+    hparams (the tuned base values) applied at `width` through the table (Export.hparams, weight_decay)."""
+    found = analysis.optima.filter((pl.col("optimizer") == optimizer) & pl.col("best_lr").is_not_null())
+    parametrization = _variant(found, parametrization, tuned_width)
+    rows = found.filter(pl.col("parametrization") == parametrization).sort("width")
     if rows.is_empty():
         have = sorted({f"{p}/{o}" for p, o in analysis.optima.select("parametrization", "optimizer").iter_rows()})
         raise ValueError(f"the sweep has no optimum for {parametrization}/{optimizer} (it has: "
@@ -62,7 +68,9 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
                    f"width {width}")
     spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec}, open_task=False)
     train = dict(spec.train)
-    weight_decay = float(train.pop("weight_decay", 0.0))
+    name, _, text = parametrization.partition("[")
+    hparams = parse_label(text.rstrip("]"))
+    weight_decay = float(hparams.pop("weight_decay", train.pop("weight_decay", 0.0)))
     spec_file = analysis.sweep.path / "spec.yaml"
     provenance = dict(
         sweep=str(analysis.sweep.path.resolve()), spec_name=spec.name,
@@ -72,7 +80,19 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
         best_lr_grid=best["best_lr_grid"], refined=best["refined"], bound=best["bound"],
         edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"],
         **{k: t[k] for k in VERDICT_KEYS}, **({"warning": warning} if warning else {}),
-        trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing),
+        trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing), variant=parametrization,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
-    return make_export(parametrization, optimizer, spec.model_config(width), lr=best["best_lr"],
-                       weight_decay=weight_decay, tuned_width=tuned_width, train=train, provenance=provenance)
+    return make_export(name, optimizer, spec.model_config(width), lr=best["best_lr"], weight_decay=weight_decay,
+                       tuned_width=tuned_width, train=train, provenance=provenance, hparams=hparams)
+
+
+def _variant(optima: pl.DataFrame, parametrization: str, tuned_width: int | None) -> str:
+    """`parametrization` when the optima have it, else its hparams variant ("name[...]") with the lowest best loss
+    at tuned_width (default: the smallest width any variant has an optimum at); unchanged when it has none."""
+    labels = set(optima["parametrization"])
+    variants = optima.filter(pl.col("parametrization").str.starts_with(f"{parametrization}["))
+    if parametrization in labels or variants.is_empty():
+        return parametrization
+    width = tuned_width or int(variants["width"].min())
+    at = variants.filter(pl.col("width") == width).sort("best_loss_grid")
+    return at["parametrization"][0] if not at.is_empty() else parametrization

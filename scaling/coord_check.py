@@ -42,6 +42,9 @@ VERDICTS = ("ok", "documented", "new")
 
 @dataclass(frozen=True)
 class CoordCheck:
+    """The defaults are the short check (constant LR, no clipping); a sweep's schedule (warm-up, cosine, clipping,
+    weight decay) makes it the long-horizon check, with `every` thinning the recorded steps."""
+
     model: ModelConfig | None    # deltamup's model (its width is ignored; `widths` are used), or None with a factory
     parametrization: str
     optimizer: str
@@ -53,6 +56,13 @@ class CoordCheck:
     seed: int = 0
     device: str = "auto"         # auto: cuda when available
     bf16: bool = True            # bf16 autocast on CUDA (the CPU always runs fp32)
+    schedule: str = "constant"   # constant | cosine (scaling.train.TrainConfig)
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    grad_clip: float | None = None
+    weight_decay: float = 0.0
+    eps: float = 1e-8            # AdamW's base ε
+    every: int = 1               # probes are recorded at t = 0, every `every` steps and at the last step
     model_factory: Callable[[int], nn.Module] | None = field(default=None, compare=False)
     base_width: int | None = None        # the factory's base width (where every width multiplier is 1)
     roles: RoleMap | str | None = None   # the factory's role map (None: roles from shapes and structure)
@@ -69,8 +79,13 @@ class CoordCheck:
             raise ValueError("a coordinate check needs at least two widths")
         if self.steps < 1:
             raise ValueError("steps must be ≥ 1")
+        if self.every < 1:
+            raise ValueError(f"every must be ≥ 1, got {self.every}")
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps {self.warmup_steps} leaves no step at the peak LR of {self.steps} steps")
+        _ = self.train_config  # validates the schedule, clipping, weight decay and ε
         if self.model is not None:
             for w in self.widths:
                 self.model.with_width(w)  # validates the head layout at every width
@@ -93,16 +108,24 @@ class CoordCheck:
 
     @property
     def train_config(self) -> TrainConfig:
-        return TrainConfig(optimizer=self.optimizer, lr=self.base_lr, steps=self.steps, schedule="constant",
-                           grad_clip=None, seed=self.seed, bf16=self.bf16)
+        return TrainConfig(optimizer=self.optimizer, lr=self.base_lr, steps=self.steps, schedule=self.schedule,
+                           warmup_steps=self.warmup_steps, min_lr_ratio=self.min_lr_ratio, grad_clip=self.grad_clip,
+                           weight_decay=self.weight_decay, eps=self.eps, seed=self.seed, bf16=self.bf16)
+
+    def recorded(self, step: int) -> bool:
+        """Whether the probes are recorded after `step` updates."""
+        return step % self.every == 0 or step == self.steps
 
     def describe(self) -> str:
         """One line naming the run: model, parametrization, optimizer, widths, steps, LR."""
         model = (f"{self.model.kind} depth {self.model.depth}" if self.model is not None
                  else self.name or "model factory")
         widths = f"{min(self.widths)}–{max(self.widths)}"
+        schedule = "" if self.schedule == "constant" and not self.warmup_steps else (
+            f" · {self.schedule}, warm-up {self.warmup_steps}")
+        clip = "" if self.grad_clip is None else f" · clip {self.grad_clip:g}"
         return (f"{model} · {self.parametrization} · {self.optimizer} · widths {widths} · {self.steps} steps · "
-                f"lr {self.base_lr:g}")
+                f"lr {self.base_lr:g}{schedule}{clip}")
 
 
 def _rms(x: torch.Tensor) -> float:
@@ -204,16 +227,17 @@ def prepare(check: CoordCheck) -> dict[int, Subject]:
         install_probes(p)
         c = check.train_config
         subjects[width] = Subject(model, p.roles_by_id(), p.build_optimizer(
-            c.lr, weight_decay=c.weight_decay, betas=c.betas, momentum=c.momentum, nesterov=c.nesterov))
+            c.lr, weight_decay=c.weight_decay, betas=c.betas, eps=c.eps, momentum=c.momentum, nesterov=c.nesterov))
     return subjects
 
 
 def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject) -> list[dict]:
     """Rows (width, step, probe, rms, l1, delta_rms) for one width.
 
-    Probes are read on one fixed probe batch (batches[0]) at steps 0..steps (0 = initialisation); delta_rms is the
-    RMS of x_t − x_0 on that batch, the change µP says must be Θ(1). Training step t uses batches[t + 1].
-    update.<role> rows hold the RMS of the weight update ΔW that led to each step."""
+    Probes are read on one fixed probe batch (batches[0]) at steps 0..steps (0 = initialisation; only the steps
+    check.recorded() names); delta_rms is the RMS of x_t − x_0 on that batch, the change µP says must be Θ(1).
+    Training step t uses batches[t + 1]. update.<role> rows hold the RMS of the weight update ΔW that led to each
+    recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any)."""
     model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
     batches = [tuple(t.to(device) for t in batch) for batch in batches]
@@ -221,26 +245,38 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
     rows: list[dict] = []
     initial: dict[str, torch.Tensor] = {}
     for step in range(check.steps + 1):
-        with torch.no_grad(), record() as recorder:
-            probe_loss = lm_loss(model, batches[0], check.bf16).item()
-        for name, x in recorder.tensors.items():
-            x0 = initial.setdefault(name, x)
-            rows.append(dict(width=width, step=step, probe=name, rms=_rms(x), l1=x.abs().mean().item(),
-                             delta_rms=_rms(x - x0)))
-        rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss, delta_rms=math.nan))
+        if check.recorded(step):
+            with torch.no_grad(), record() as recorder:
+                probe_loss = lm_loss(model, batches[0], check.bf16).item()
+            for name, x in recorder.tensors.items():
+                x0 = initial.setdefault(name, x)
+                rows.append(dict(width=width, step=step, probe=name, rms=_rms(x), l1=x.abs().mean().item(),
+                                 delta_rms=_rms(x - x0)))
+            rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss,
+                             delta_rms=math.nan))
         if step == check.steps:
             break
-        before = [q.detach().clone() for q in model.parameters()]
+        measured = check.recorded(step + 1)
+        before = [q.detach().clone() for q in model.parameters()] if measured else []
         optimizer_step(model, optimizer, lm_loss(model, batches[step + 1], check.bf16), step, train_config)
-        sq: dict[str, list[float]] = {}
-        for q, q0 in zip(model.parameters(), before):
-            acc = sq.setdefault(f"update.{subject.roles[id(q)]}", [0.0, 0])
-            delta = (q.detach() - q0).float()
-            acc[0] += delta.pow(2).sum().item()
-            acc[1] += delta.numel()
-        rows += [dict(width=width, step=step + 1, probe=name, rms=math.sqrt(s / n), l1=math.nan,
-                      delta_rms=math.sqrt(s / n)) for name, (s, n) in sq.items()]
+        if measured:
+            rows += _per_role_rms(width, step + 1, "update", subject.roles,
+                                  [(q, q.detach() - q0) for q, q0 in zip(model.parameters(), before)])
+            rows += _per_role_rms(width, step + 1, "grad", subject.roles,
+                                  [(q, q.grad) for q in model.parameters() if q.grad is not None])
     return rows
+
+
+def _per_role_rms(width: int, step: int, kind: str, roles: dict[int, Role],
+                  tensors: list[tuple[torch.Tensor, torch.Tensor]]) -> list[dict]:
+    """One row per role: the RMS over all of that role's (parameter, tensor) pairs' tensors, as probe kind.role."""
+    sq: dict[str, list[float]] = {}
+    for q, t in tensors:
+        acc = sq.setdefault(f"{kind}.{roles[id(q)]}", [0.0, 0])
+        acc[0] += t.float().pow(2).sum().item()
+        acc[1] += t.numel()
+    return [dict(width=width, step=step, probe=name, rms=math.sqrt(s / n), l1=math.nan, delta_rms=math.sqrt(s / n))
+            for name, (s, n) in sq.items()]
 
 
 def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) -> list[dict]:
@@ -316,5 +352,7 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
         measured_on = f"{check.torch_device.type} {precision}"
     meta = dict(name=check.describe(), parametrization=check.parametrization, optimizer=check.optimizer,
                 widths=list(check.widths), steps=check.steps, lr=check.base_lr, kind=check.model_kind,
+                schedule=check.schedule, warmup_steps=check.warmup_steps, min_lr_ratio=check.min_lr_ratio,
+                grad_clip=check.grad_clip, weight_decay=check.weight_decay, eps=check.eps, every=check.every,
                 model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on)
     (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -60,6 +60,9 @@ DOCUMENTED: tuple[Deviation, ...] = (
               "state at t = 5 just below its band (β and the decay both trained)"),
     Deviation("gdn-mup", "adamw", "block0.beta_pre", 2, None, 6,
               "block 0's W_β x grows slightly under AdamW after t = 2 (+0.13…+0.15); open", kind="gdn"),
+    Deviation("gdn-mup", "adamw", "block0.mlp_out", 50, None, 7,
+              "block 0's MLP output change shrinks late in a long cosine run (−0.38…−0.57 from t = 50); open",
+              kind="gdn"),
 )
 
 

@@ -28,6 +28,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.0       # cosine decays to min_lr_ratio · lr
     grad_clip: float | None = 1.0
     betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8               # AdamW's base ε (the parametrization multiplies it per role)
     momentum: float = 0.9           # SGD
     nesterov: bool = True           # SGD
     seed: int = 0
@@ -41,6 +42,8 @@ class TrainConfig:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if self.steps < 1 or self.warmup_steps < 0 or self.log_every < 1:
             raise ValueError("steps ≥ 1, warmup_steps ≥ 0 and log_every ≥ 1 are required")
+        if not self.eps >= 0:
+            raise ValueError(f"eps must not be negative, got {self.eps}")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
 
@@ -78,7 +81,7 @@ def loss_function(config: TrainConfig) -> Callable[[nn.Module, Batch], Tensor]:
 
 def make_optimizer(model: nn.Module, parametrization: str, config: TrainConfig) -> torch.optim.Optimizer:
     return parametrizations.build_optimizer(model, parametrization, config.optimizer, config.lr,
-                                            weight_decay=config.weight_decay, betas=config.betas,
+                                            weight_decay=config.weight_decay, betas=config.betas, eps=config.eps,
                                             momentum=config.momentum, nesterov=config.nesterov)
 
 

@@ -4,7 +4,9 @@ Schema `deltamup.trial/1`. On disk (and as a row of trials.parquet) the record i
 is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into columns:
 
     schema        "deltamup.trial/1" (a record without it is version 0: written before the schema existed)
-    identity      trial_id, phase, run, parametrization, optimizer, width, lr, seed
+    identity      trial_id, phase, run, parametrization, optimizer, width, lr, seed, hparams (the point's base
+                  hyperparameters other than the LR as one label, "output_mult=2,init_mult=0.5"; "" without
+                  hparams axes; parametrizations.hparams)
     model         every models.ModelConfig field but width (kind, depth, heads, householder, …)
     config        task (a name, or its spec as JSON text), max_steps, batch_size, seq_len, beta1, beta2, workers
                   (data-parallel ranks: resources.workers_per_trial) and every scaling.train.TrainConfig field but
@@ -74,6 +76,7 @@ class TrialRecord:
     width: int | None = None
     lr: float | None = None
     seed: int | None = None
+    hparams: str | None = None
     model: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -118,7 +121,8 @@ class TrialRecord:
 
     def to_row(self) -> dict[str, Any]:
         """The flat JSON object: schema (None for version 0), identity, model, config, metrics, extra, cost."""
-        row = {"schema": self.schema} | {k: getattr(self, k) for k in IDENTITY} | self.model | self.config
+        row = {"schema": self.schema} | {k: getattr(self, k) for k in (*IDENTITY, "hparams")} | self.model
+        row |= self.config
         row |= {k: getattr(self, k) for k in METRICS} | self.extra | {k: getattr(self, k) for k in COST}
         return row
 

@@ -18,6 +18,7 @@
     failure: {retries: 1}
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
+    hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams)
     limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
 docs/sweeps.md describes every key with an example.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import math
 import types
@@ -42,12 +44,13 @@ import yaml
 
 from deltamup import parametrizations
 from deltamup.models import ModelConfig
+from deltamup.parametrizations.hparams import HPARAMS, check_hparam, label
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig
 
 from .record import trial_id
 
-TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "momentum",
+TRAIN_KEYS = ("schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "betas", "eps", "momentum",
               "nesterov", "bf16", "log_every", "compile")
 GRID_AXES = ("parametrizations", "optimizers", "widths", "lrs", "seeds")
 SEARCHES = ("grid", "refine", "optuna")
@@ -158,11 +161,20 @@ class TrialPoint:
     width: int
     lr: float
     seed: int
+    hparams: tuple[tuple[str, float], ...] = ()   # (name, value) of the spec's hparams axes, in HPARAMS order
 
     @property
     def key(self) -> str:
-        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0" (record.trial_id: the exact LR)."""
-        return trial_id(self.parametrization, self.optimizer, self.width, self.lr, self.seed)
+        """Deterministic trial id, e.g. "gdn-mup.adamw.w256.lr0.003.s0" (record.trial_id: the exact LR), with
+        ".output_mult2" appended per hparam."""
+        extra = "".join(f".{name}{value:.6g}" for name, value in self.hparams)
+        return trial_id(self.parametrization, self.optimizer, self.width, self.lr, self.seed) + extra
+
+    @property
+    def label(self) -> str:
+        """The parametrization as reports tell trials apart: "gdn-mup", or "gdn-mup[output_mult=2]" with hparams."""
+        text = label(dict(self.hparams))
+        return f"{self.parametrization}[{text}]" if text else self.parametrization
 
 
 @dataclass(frozen=True)
@@ -187,22 +199,28 @@ class SweepSpec:
     optuna: OptunaSpec = OptunaSpec()
     tracking: TrackingSpec = TrackingSpec()
     max_concurrent: int | None = None
+    hparams: dict = field(default_factory=dict)   # name -> values: grid axes of parametrizations.hparams
     limits: LimitSpec = LimitSpec()
 
     def model_config(self, width: int) -> ModelConfig:
         return ModelConfig(**{**self.model, "width": width})
 
     def train_config(self, point: TrialPoint) -> TrainConfig:
-        return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **self.train)
+        train = {**self.train, **{k: v for k, v in point.hparams if k == "weight_decay"}}
+        return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **train)
 
     def grid(self) -> list[TrialPoint]:
-        return [TrialPoint(p, o, w, lr, s) for p in self.parametrizations for o in self.optimizers
-                for w in self.widths for lr in self.lrs for s in self.seeds]
+        names = [k for k in HPARAMS if k in self.hparams]
+        combos = [tuple(zip(names, values)) for values in itertools.product(*(self.hparams[k] for k in names))]
+        return [TrialPoint(p, o, w, lr, s, h) for p in self.parametrizations for o in self.optimizers
+                for w in self.widths for lr in self.lrs for s in self.seeds for h in combos]
 
     def to_dict(self) -> dict:
         """The spec as plain data (YAML-writable), train keys flat as in the file."""
         data = dataclasses.asdict(self)
         data.update(data.pop("train"))
+        if not data["hparams"]:
+            del data["hparams"]  # a spec without hparams axes reads as it did before they existed
         return json.loads(json.dumps(data))  # tuples → lists
 
 
@@ -257,6 +275,8 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
+        elif key == "hparams":
+            values[key] = _hparams(value)
         elif key == "model":
             values[key] = _typed(value, dict, key)
         elif key == "task":
@@ -299,7 +319,9 @@ def _check(spec: SweepSpec) -> None:
             raise SpecError(axis, "must not be empty")
         if len(set(values)) != len(values):
             raise SpecError(axis, f"has duplicates: {list(values)}")
-    _check_near_lrs(spec.lrs)
+    _check_near("lrs", spec.lrs)
+    for name, values in spec.hparams.items():
+        _check_near(f"hparams.{name}", values)
     for i, width in enumerate(spec.widths):
         if width < 1:
             raise SpecError(f"widths[{i}]", f"must be positive, got {width}")
@@ -324,6 +346,11 @@ def _check(spec: SweepSpec) -> None:
     _check_refine(spec.refine)
     _check_optuna(spec.optuna)
     _check_tracking(spec.tracking)
+    if spec.hparams and spec.search != "grid":
+        raise SpecError("hparams", "hyperparameter axes are grid axes: refine and Optuna tune the learning rate "
+                        "only (search: grid)")
+    if "weight_decay" in spec.hparams and "weight_decay" in spec.train:
+        raise SpecError("weight_decay", "given both as a value and as an hparams axis: keep one")
     _check_model(spec)
     _check_train(spec)
     _check_resources(spec.resources, spec.widths)
@@ -403,7 +430,7 @@ def _check_limits(spec: SweepSpec) -> None:
     limits = spec.limits
     model = {k: v for k, v in spec.model.items() if k in ("depth", "heads")}
     tokens = max(spec.batch_size, spec.eval.batch_size or 0) * spec.seq_len
-    grid = math.prod(len(getattr(spec, axis)) for axis in GRID_AXES)
+    grid = math.prod(len(getattr(spec, axis)) for axis in GRID_AXES) * math.prod(map(len, spec.hparams.values()))
     groups = grid // max(1, len(spec.lrs) * len(spec.seeds))  # (parametrization, optimizer, width) triples
     after = {"optuna": spec.optuna.trials, "refine": (2 * spec.refine.points + 1) * len(spec.refine.seeds)}
     searched = after.get(spec.search, 0) * groups  # trials after the grid's
@@ -417,13 +444,13 @@ def _check_limits(spec: SweepSpec) -> None:
                             f"{getattr(limits, limit):,} (raise it with --set limits.{limit}=N if you mean it)")
 
 
-def _check_near_lrs(lrs: tuple[float, ...]) -> None:
-    """Distinct LRs that agree to 6 significant digits are refused: tables, figures and old trial ids could not
-    tell them apart."""
-    ordered = sorted(lrs)
+def _check_near(path: str, values: tuple[float, ...]) -> None:
+    """Distinct LRs (or hparams values) that agree to 6 significant digits are refused: tables, figures, trial ids
+    written before ids held the exact LR, and hparams suffixes could not tell them apart."""
+    ordered = sorted(values)
     for a, b in zip(ordered, ordered[1:]):
         if f"{a:.6g}" == f"{b:.6g}":
-            raise SpecError("lrs", f"{a!r} and {b!r} agree to 6 significant digits: keep one")
+            raise SpecError(path, f"{a!r} and {b!r} agree to 6 significant digits: keep one")
 
 
 def _check_model(spec: SweepSpec) -> None:
@@ -514,6 +541,23 @@ def _lrs(value: Any) -> tuple[float, ...]:
         step = math.log(hi / lo) / (num - 1)
         return tuple(float(f"{lo * math.exp(i * step):.6g}") for i in range(num))
     return _typed(value, tuple[float, ...], "lrs")
+
+
+def _hparams(value: Any) -> dict[str, tuple[float, ...]]:
+    """{name: [values]} of parametrizations.hparams: each a non-empty list without duplicates, each value in range."""
+    if not isinstance(value, dict):
+        raise SpecError("hparams", f"expected a mapping of hyperparameter -> list of values, got {value!r}")
+    out = {}
+    for name, values in value.items():
+        if name not in HPARAMS:
+            raise SpecError(f"hparams.{name}", f"unknown hyperparameter (known: {', '.join(HPARAMS)})")
+        values = _typed(values, tuple[float, ...], f"hparams.{name}")
+        if not values or len(set(values)) != len(values):
+            raise SpecError(f"hparams.{name}", f"needs distinct values, got {list(values)}")
+        for i, v in enumerate(values):
+            _named(f"hparams.{name}[{i}]", check_hparam, name, v)
+        out[name] = values
+    return out
 
 
 def _section(cls: type, value: Any, path: str) -> Any:

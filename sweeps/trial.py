@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from deltamup.models import ModelConfig
-from deltamup.parametrizations import build_model
+from deltamup.parametrizations import BaseHparams, build_model
+from deltamup.parametrizations.hparams import label
 from deltamup.scaling.data import get_task
 from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
@@ -49,7 +50,8 @@ def trial_key(point: TrialPoint, phase: str) -> str:
 def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase: str = "grid") -> dict[str, Any]:
     """Everything a trial needs, as plain data (what Ray Tune hands run_trial under "trial")."""
     return {"trial_id": trial_key(point, phase), "phase": phase, "out": str(Path(out).resolve()), "run": run,
-            "point": dataclasses.asdict(point), "model": spec.model_config(point.width).to_dict(),
+            "point": {**dataclasses.asdict(point), "hparams": dict(point.hparams)},
+            "model": spec.model_config(point.width).to_dict(),
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
@@ -136,7 +138,7 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
     one of several ranks (every rank evaluates the same weights on the same batches)."""
     point = cfg["point"]
     model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
-                        seed=point["seed"]).to(device)
+                        seed=point["seed"], hparams=BaseHparams.of(point.get("hparams", {}))).to(device)
     params = sum(p.numel() for p in model.parameters())
     task = get_task(cfg["task"])
     train_config = TrainConfig(**{**cfg["train"], "betas": tuple(cfg["train"]["betas"])})
@@ -196,10 +198,12 @@ def finite_or_inf(value: float) -> float:
 
 def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
     """The trial's config keys as flat columns of its record (sweeps/record.py: schema, trial id, grid point, model
-    fields, training settings)."""
+    fields, training settings); the point's hparams as one label column ("output_mult=2,init_mult=0.5"; "" without
+    hparams axes)."""
     train_cfg = {k: v for k, v in cfg["train"].items() if k not in ("lr", "optimizer", "seed", "steps", "betas")}
     task = cfg["task"] if isinstance(cfg["task"], str) else json.dumps(cfg["task"], sort_keys=True)
-    return ({"schema": SCHEMA, "trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | cfg["point"]
+    point = {**cfg["point"], "hparams": label(cfg["point"].get("hparams", {}))}
+    return ({"schema": SCHEMA, "trial_id": cfg["trial_id"], "phase": cfg["phase"], "run": cfg["run"]} | point
             | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
                "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1],

@@ -38,6 +38,10 @@ def test_python_dash_m_entry_point():
     (["coord-check", "--widths", "16,32", "--out", "{tmp}"], "too small for 6 heads"),
     (["coord-check", "--lr", "-1", "--out", "{tmp}"], "lr must be positive"),
     (["coord-check", "--widths", "64", "--out", "{tmp}"], "at least two widths"),
+    (["coord-check", "--every", "0", "--out", "{tmp}"], "every must be ≥ 1"),
+    (["coord-check", "--steps", "5", "--warmup-steps", "5", "--out", "{tmp}"], "leaves no step at the peak LR"),
+    (["coord-check", "--schedule", "linear", "--out", "{tmp}"], "unknown schedule 'linear'"),
+    (["coord-check", "--adam-eps", "-1", "--out", "{tmp}"], "eps must not be negative"),
     (["coord-check", "--out", "/proc/deltamup-cannot-write"], "cannot create output directory"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):

@@ -14,6 +14,7 @@ from deltamup import parametrizations
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.parametrizations import export as ex
+from deltamup.parametrizations.multipliers import uninstall
 from deltamup.parametrizations.rolemap import FLA, FLA_MULTIPLIERS, attach_multipliers
 
 fla_models = pytest.importorskip(
@@ -100,3 +101,19 @@ def test_fla_multipliers_scale_the_right_tensors(tmp_path: Path) -> None:
         attach_multipliers(fused, mults, FLA_MULTIPLIERS)
     with pytest.raises(ValueError, match="no module for the readout multiplier"):
         attach_multipliers(build_model(config), mults, FLA_MULTIPLIERS)
+
+
+def test_fla_readout_eps_scales_the_output_norms_eps(tmp_path: Path) -> None:
+    config = ModelConfig(width=256, depth=1, heads=2, vocab_size=64, base_width=64)
+    model = fla_model(ex.make_export("gdn-mup-normeps", "adamw", config, lr=1e-2), tmp_path / "config.json")
+    norm = model.model.layers[0].attn.o_norm
+    before = norm.eps
+    sites = attach_multipliers(model, parametrizations.multipliers("gdn-mup-normeps", "adamw", 4.0, 256),
+                               FLA_MULTIPLIERS)
+    assert norm.eps == pytest.approx(before / 256)  # the eps is scaled in place, its factor kept as a buffer
+    assert sorted((s.field, s.side) for s in sites) == [("logits", "output"), ("readout_eps", "eps")]
+    assert norm.deltamup_readout_eps_eps.item() == pytest.approx(1 / 256)
+    attach_multipliers(model, parametrizations.multipliers("gdn-mup-normeps", "adamw", 4.0, 256), FLA_MULTIPLIERS)
+    assert norm.eps == pytest.approx(before / 256)  # installing again replaces, never compounds
+    uninstall(model)
+    assert norm.eps == before and not hasattr(norm, "deltamup_readout_eps_eps")

@@ -102,7 +102,7 @@ def test_a_mutated_spec_parses_and_round_trips_or_names_a_field(case: tuple[dict
 def test_the_exports_train_keys_are_train_config_fields() -> None:
     hints = typing.get_type_hints(TrainConfig)
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"optimizer", "lr", "seed", "steps"}
-    assert set(ex.TRAIN_TYPES) - {"eps"} == fields
+    assert set(ex.TRAIN_TYPES) == fields
     assert all(ex.TRAIN_TYPES[k] == hints[k] for k in fields)
 
 

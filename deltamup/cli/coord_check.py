@@ -39,6 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=coord_check.CoordCheck.batch_size)
     p.add_argument("--seq-len", type=int, default=coord_check.CoordCheck.seq_len)
     p.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("schedule (default: the short check's constant LR, no clipping; a sweep's for a long one)")
+    g.add_argument("--schedule", default="constant", help="constant | cosine (warm-up, then cosine decay)")
+    g.add_argument("--warmup-steps", type=int, default=0)
+    g.add_argument("--min-lr-ratio", type=float, default=0.0, help="cosine decays to this fraction of the LR")
+    g.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm (default: none)")
+    g.add_argument("--weight-decay", type=float, default=0.0, help="base weight decay")
+    g.add_argument("--adam-eps", type=float, default=1e-8, help="AdamW's base ε (the parametrization scales it)")
+    g.add_argument("--every", type=int, default=1,
+                   help="record the probes every N steps (and at t = 0 and the last step)")
     p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda | cuda:N")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast on CUDA")
     p.add_argument("--kernel-backend", default="auto", help="auto | triton | torch | recurrent")
@@ -68,7 +77,9 @@ def load_object(spec: str, what: str):
 def make_check(args: argparse.Namespace) -> coord_check.CoordCheck:
     common = dict(parametrization=args.parametrization, optimizer=args.optimizer, widths=args.widths,
                   steps=args.steps, lr=args.lr, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
-                  device=args.device, bf16=not args.fp32)
+                  device=args.device, bf16=not args.fp32, schedule=args.schedule, warmup_steps=args.warmup_steps,
+                  min_lr_ratio=args.min_lr_ratio, grad_clip=args.grad_clip, weight_decay=args.weight_decay,
+                  eps=args.adam_eps, every=args.every)
     if not args.model_factory:
         if args.roles:
             raise ValueError("--roles goes with --model-factory")

@@ -9,6 +9,7 @@ from pathlib import Path
 from deltamup import parametrizations
 from deltamup.console import print_table, writable_dir
 from deltamup.parametrizations.export import FORMATS, fla_note, write_export
+from deltamup.parametrizations.hparams import label as hparams_label
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +119,7 @@ def run_export(args: argparse.Namespace) -> int:
     from deltamup.reports.tuned import export_from_sweep
 
     fmt = args.format or ("json" if args.out.endswith(".json") else "yaml")
-    parametrizations.get(args.parametrization)
+    parametrizations.get(args.parametrization.partition("[")[0])  # "gdn-mup[output_mult=4]": a sweep's variant
     parametrizations.check_optimizer(args.optimizer)
     for flag, value in (("--width", args.width), ("--base-width", args.base_width)):
         if value is not None and value < 1:
@@ -138,7 +139,7 @@ def run_export(args: argparse.Namespace) -> int:
     hidden = export.groups["hidden"]
     print(f"{export.parametrization} · {export.optimizer}: LR {export.lr:.4g} tuned at width {export.tuned_width} "
           f"→ width {export.width} (m = {export.width_mult:g}); hidden LR {hidden.lr:.4g}, init std "
-          f"{_fmt(hidden.init_std)}")
+          f"{_fmt(hidden.init_std)}" + (f"; tuned {hparams_label(export.hparams)}" if export.hparams else ""))
     print(f"export ({fmt}): {out}")
     if fmt == "fla":
         print(f"note: {fla_note(export)}")

@@ -1,0 +1,60 @@
+"""Side by side: the fitted width slopes of chosen probes at chosen steps, for several coordinate checks (one
+column per check directory), as a Markdown table; optionally the gradient RMS per role and width of the first one.
+
+    python3 studies/coord-checks/slope_table.py studies/coord-checks/eps/gdn-mup-eps1e-8 \
+        studies/coord-checks/eps/gdn-mup-adameps --probes block1.mixer_out,block1.mlp_out --steps 1,5,10 [--grads 1]
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import polars as pl
+
+
+def slope_table(dirs: list[Path], probes: list[str], steps: list[int]) -> list[str]:
+    """Markdown rows (probe, t, one slope per directory); '–' where a check has no such slope."""
+    slopes = [pl.read_csv(d / "slopes.csv") for d in dirs]
+    lines = ["| probe | t | " + " | ".join(d.name for d in dirs) + " |", "| --- | --- |" + " --- |" * len(dirs)]
+    for probe in probes:
+        for step in steps:
+            cells = []
+            for s in slopes:
+                hit = s.filter((pl.col("probe") == probe) & (pl.col("step") == step))["slope"]
+                cells.append(f"{hit[0]:+.2f}" if len(hit) else "–")
+            lines.append(f"| {probe} | {step} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def grad_table(directory: Path, step: int) -> list[str]:
+    """Markdown rows: the RMS of each role's gradient at `step`, per width (from coords.parquet's grad.* probes)."""
+    coords = pl.read_parquet(directory / "coords.parquet")
+    g = coords.filter(pl.col("probe").str.starts_with("grad.") & (pl.col("step") == step))
+    widths = sorted(g["width"].unique().to_list())
+    lines = [f"| gradient RMS, t = {step} | " + " | ".join(f"width {w}" for w in widths) + " |",
+             "| --- |" + " --- |" * len(widths)]
+    for probe in sorted(g["probe"].unique().to_list()):
+        row = g.filter(pl.col("probe") == probe).sort("width")["rms"].to_list()
+        lines.append(f"| {probe} | " + " | ".join(f"{v:.2e}" for v in row) + " |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dirs", type=Path, nargs="+", help="coordinate-check directories (each with slopes.csv)")
+    p.add_argument("--probes", required=True, help="comma-separated probe names, e.g. block1.mlp_out")
+    p.add_argument("--steps", required=True, help="comma-separated steps")
+    p.add_argument("--grads", type=int, default=None, metavar="STEP",
+                   help="also the first check's gradient RMS per role and width at STEP")
+    args = p.parse_args()
+    for d in args.dirs:
+        if not (d / "slopes.csv").is_file():
+            raise SystemExit(f"slope_table: {d} has no slopes.csv")
+    print("\n".join(slope_table(args.dirs, args.probes.split(","), [int(s) for s in args.steps.split(",")])))
+    if args.grads is not None:
+        print()
+        print("\n".join(grad_table(args.dirs[0], args.grads)))
+
+
+if __name__ == "__main__":
+    main()

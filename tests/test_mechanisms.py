@@ -1,0 +1,105 @@
+"""The mechanisms of GDN-µP, one at a time (docs/theory.md): the √d before the output RMSNorm is that norm's eps
+divided by d; AdamW's ε is a per-role rule of the table; SGD without clipping is plain SGD."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from deltamup import parametrizations
+from deltamup.models import ModelConfig
+from deltamup.models.layers import RMSNorm
+from deltamup.scaling import coord_check
+from deltamup.scaling.data.sample import sample_batches
+from deltamup.scaling.train import TrainConfig, train
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.trial import result_columns, trial_config
+
+# norm_eps 1e-4: o's mean square at init is then comparable to the eps at these widths, so that dropping the √d
+# changes training visibly while writing it as eps/d must not.
+SMALL = dict(kind="gdn", depth=1, heads=2, base_width=32, vocab_size=256, norm_eps=1e-4)
+
+
+def losses(parametrization: str, width: int, optimizer: str, steps: int = 4) -> list[float]:
+    model = parametrizations.build_model(ModelConfig(width=width, **SMALL), parametrization, optimizer, seed=0)
+    config = TrainConfig(optimizer=optimizer, lr=1e-2 if optimizer == "adamw" else 0.1, steps=steps, log_every=1,
+                         bf16=False)
+    return [loss for _, loss, _ in train(model, parametrization, config, sample_batches(4, 32, seed=0)).losses]
+
+
+def test_rmsnorm_of_a_scaled_input_is_rmsnorm_with_eps_over_the_scale_squared():
+    x = torch.randn(3, 5, 16, dtype=torch.float64) * 1e-3
+    c, eps = 16.0, 1e-6
+    torch.testing.assert_close(RMSNorm(16, eps).double()(c * x), RMSNorm(16, eps / c**2).double()(x))
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_sqrt_d_before_the_norm_trains_as_eps_over_d(optimizer):
+    for width in (64, 128):
+        sqrt_d, eps_over_d = losses("gdn-mup", width, optimizer), losses("gdn-mup-normeps", width, optimizer)
+        assert sqrt_d == pytest.approx(eps_over_d, rel=1e-5, abs=0), width
+        neither = losses("gdn-mup-nosqrtd", width, optimizer)
+        assert max(abs(a - b) for a, b in zip(sqrt_d[1:], neither[1:])) > 1e-3, width  # the eps does matter here
+
+
+def test_the_readout_eps_lands_on_the_output_norm_only():
+    config = ModelConfig(width=128, **SMALL)
+    model = parametrizations.build_model(config, "gdn-mup-normeps")
+    block = model.blocks[0]
+    assert block.mixer.o_norm.eps == pytest.approx(1e-4 / 128)
+    assert block.mixer_norm.eps == block.mlp_norm.eps == model.final_norm.eps == 1e-4
+    assert model.multipliers.readout == 1.0
+
+
+def test_adam_eps_is_a_per_role_rule():
+    config = ModelConfig(width=128, **SMALL)  # m = 4
+    model = parametrizations.build_model(config, "gdn-mup-adameps")
+    groups = {g["role"]: g for g in parametrizations.build_optimizer(model, "gdn-mup-adameps", "adamw", lr=1e-3,
+                                                                     eps=1e-8).param_groups}
+    assert groups["hidden"]["eps"] == pytest.approx(1e-8 / 4)
+    assert groups["embedding"]["eps"] == pytest.approx(1e-8 / 4)
+    assert groups["gate_matrix"]["eps"] == pytest.approx(1e-8 / 2)
+    plain = parametrizations.build_optimizer(model, "gdn-mup", "adamw", lr=1e-3, eps=1e-8).param_groups
+    assert {g["eps"] for g in plain} == {1e-8}
+    sgd = parametrizations.build_optimizer(model, "gdn-mup-adameps", "sgd", lr=1e-3).param_groups
+    assert all("eps" not in g for g in sgd)
+
+
+@pytest.mark.parametrize("grad_clip", [None, 0])
+def test_sgd_without_clipping_runs_unclipped_and_records_no_clipped_fraction(grad_clip):
+    raw = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [64], "lrs": [0.5],
+           "optimizers": ["sgd"], "steps": 3, "batch_size": 4, "seq_len": 32, "log_every": 1, "momentum": 0.98,
+           "grad_clip": grad_clip}
+    spec = specs.parse(raw)
+    point = spec.grid()[0]
+    config = spec.train_config(point)
+    assert not config.grad_clip
+
+    def run(train_config):
+        model = parametrizations.build_model(spec.model_config(64), "gdn-mup", "sgd", seed=0)
+        result = train(model, "gdn-mup", train_config, sample_batches(4, 32, seed=0))
+        return model, result
+
+    unclipped, result = run(config)
+    assert result.clipped_fraction is None and len(result.grad_norms) == 3
+    cfg = trial_config(spec, point, Path("unused"), run=1)
+    assert result_columns(cfg, result, {}, 0)["clipped_fraction"] is None
+    # a threshold that binds changes the updates (SGD: lr · g · min(1, c/‖g‖)); one that never binds does not
+    clipped, binding = run(dataclasses.replace(config, grad_clip=1e-3))
+    loose, never = run(dataclasses.replace(config, grad_clip=1e6))
+    assert binding.clipped_fraction == 1.0 and never.clipped_fraction == 0.0
+    weights = [dict(m.named_parameters())["blocks.0.mlp.up.weight"] for m in (unclipped, clipped, loose)]
+    assert torch.equal(weights[0], weights[2]) and not torch.allclose(weights[0], weights[1])
+
+
+def test_long_coordinate_check_runs_the_sweep_schedule_and_records_every_n_steps():
+    check = coord_check.CoordCheck(ModelConfig(**{**SMALL, "norm_eps": 1e-6}), "gdn-mup", "adamw", (32, 64), steps=4,
+                                   batch_size=2, seq_len=16, device="cpu", schedule="cosine", warmup_steps=1,
+                                   grad_clip=1e-3, weight_decay=0.1, every=2)
+    rows = coord_check.collect(check)
+    assert {r["step"] for r in rows} == {0, 2, 4}
+    grads = [r for r in rows if r["probe"].startswith("grad.")]
+    assert {r["probe"] for r in grads} >= {"grad.hidden", "grad.embedding", "grad.gate_scalar"}
+    assert all(0 < r["rms"] <= 1e-3 for r in grads)  # clipped to a global norm of 1e-3
+    config = check.train_config
+    assert (config.schedule, config.warmup_steps, config.weight_decay) == ("cosine", 1, 0.1)
