@@ -7,7 +7,7 @@ set -eu
 DEST=$1/.gpu; CORPUS=${2:-}
 rm -rf "$DEST/tree" && mkdir -p "$DEST/tree"
 git archive HEAD pyproject.toml deltamup kernels models parametrizations scaling sweeps reports tests benchmarks \
-  experiments maintainers studies/*/spec.yaml studies/*/*.sh | tar -x -C "$DEST/tree"
+  maintainers studies/*/spec.yaml studies/*/*.sh | tar -x -C "$DEST/tree"
 if [ -n "$CORPUS" ] && [ ! -f "$DEST/corpus.tar.xz" ]; then
   tar -C "$(dirname "$CORPUS")" -cf - "$(basename "$CORPUS")" | xz -T0 -6 > "$DEST/corpus.tar.xz"
 fi

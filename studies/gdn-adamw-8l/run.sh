@@ -2,44 +2,63 @@
 # The study's parts in the README's order, each resuming the sweep directory DIR (finished trials are skipped, so a
 # part cut short continues where it stopped when run again). From the repository root, on a GPU machine:
 #   bash studies/gdn-adamw-8l/run.sh DIR CORPUS PART…     CORPUS: a prepared corpus (spec.yaml names its sha256)
-# PART: base   widths 256, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2
-#       wide   width 1024, seed 0 first, then seeds 1 and 2: SP at the base optimum b and b/2, b/4 (where SP's optimum moves with width),
-#              GDN-µP at its base optimum g and g/2, 2g (where a transferring optimum stays); b and g are the base
-#              width's grid optima (mean over seeds), 2^-8 and 2^-9 (the 4-layer study's) until the base has run
+# PART: base   width 256, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2
+#       wide   width 1024, seed 0 first, then seeds 1 and 2: SP at the base optimum b and b/2, b/4 (where SP's
+#              optimum moves with width), GDN-µP at its base optimum g and g/2, 2g (where a transferring optimum
+#              stays); b and g are width 256's optima (mean over 3 seeds), 2^-8 and 2^-9 until it has run
+#       edge   one more learning rate, 3 seeds, wherever a (parametrization, width)'s optimum over the learning
+#              rates run with 3 seeds is the smallest or the largest of them
+#       w2048  width 2048, seed 0 first: SP at b, b/2, b/4, b/8 and GDN-µP at g/2, g, 2g, b and g now width 1024's
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
 SPEC=studies/gdn-adamw-8l/spec.yaml
 sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
             --set task.path="$CORPUS" "$@"; }
-base_optimum() {  # log2 of parametrization $1's best LR at width 256 (mean val_loss over seeds), or $2
-  python3 - "$DIR" "$1" "$2" <<'PY'
+optima() {  # MODE [WIDTH PARAM DEFAULT]: "optimum": log2 of the best LR (mean val_loss over 3 seeds, ≥ 3 such LRs)
+  python3 - "$DIR" "$@" <<'PY'       # else DEFAULT; "edges": "width param log2(lr)" per optimum on an edge, one out
 import glob, json, math, statistics, sys
-rows = [json.load(open(f)) for f in glob.glob(f"{sys.argv[1]}/results/*.json")]
-by_lr = {}
-for r in rows:
-    if r["parametrization"] == sys.argv[2] and r["width"] == 256 and r["status"] == "ok":
-        by_lr.setdefault(r["lr"], []).append(r["val_loss"])
-full = {lr: statistics.mean(v) for lr, v in by_lr.items() if len(v) == 3}
-print(round(math.log2(min(full, key=full.get))) if len(full) >= 3 else sys.argv[3])
+out, mode = sys.argv[1], sys.argv[2]
+by = {}
+for f in glob.glob(f"{out}/results/*.json"):
+    r = json.load(open(f))
+    if r["status"] == "ok":
+        by.setdefault((r["width"], r["parametrization"]), {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
+full = {k: {e: statistics.mean(v) for e, v in lrs.items() if len(v) >= 3} for k, lrs in by.items()}
+if mode == "optimum":
+    means = full.get((int(sys.argv[3]), sys.argv[4]), {})
+    print(min(means, key=means.get) if len(means) >= 3 else sys.argv[5])
+else:
+    for (width, param), means in sorted(full.items()):
+        if len(means) >= 3:
+            best = min(means, key=means.get)
+            if best in (min(means), max(means)):
+                print(width, param, best - 1 if best == min(means) else best + 1)
 PY
 }
 lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
+two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
+  for SEEDS in '[0]' '[1, 2]'; do
+    sweep --set "widths=[$1]" --set 'parametrizations=[gdn-mup]' --set "lrs=$3" --set "seeds=$SEEDS"
+    sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
+  done
+}
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
     wide)
-      b=$(base_optimum sp -8); g=$(base_optimum gdn-mup -9)
-      SP=$(lrs $((b - 2)) $((b - 1)) $b); MUP=$(lrs $((g - 1)) $g $((g + 1)))
-      echo "width 1024: SP at $SP (base optimum 2^$b), GDN-µP at $MUP (base optimum 2^$g)"
-      for SEEDS in '[0]' '[1, 2]'; do
-        if [ "$SP" = "$MUP" ]; then
-          sweep --set 'widths=[1024]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$SP" --set "seeds=$SEEDS"
-        else
-          sweep --set 'widths=[1024]' --set 'parametrizations=[gdn-mup]' --set "lrs=$MUP" --set "seeds=$SEEDS"
-          sweep --set 'widths=[1024]' --set 'parametrizations=[sp]' --set "lrs=$SP" --set "seeds=$SEEDS"
-        fi
+      b=$(optima optimum 256 sp -8); g=$(optima optimum 256 gdn-mup -9)
+      echo "width 1024: base optima SP 2^$b, GDN-µP 2^$g"
+      two 1024 "$(lrs $((b - 2)) $((b - 1)) $b)" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
+    edge)
+      optima edges | while read -r WIDTH PARAM E; do
+        echo "edge: $PARAM at width $WIDTH, 2^$E"
+        sweep --set "widths=[$WIDTH]" --set "parametrizations=[$PARAM]" --set "lrs=$(lrs "$E")" --set 'seeds=[0, 1, 2]'
       done ;;
-    *) echo "unknown part $PART (base, wide)" >&2; exit 2 ;;
+    w2048)
+      b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -9)
+      echo "width 2048: width 1024's optima SP 2^$b, GDN-µP 2^$g"
+      two 2048 "$(lrs $((b - 3)) $((b - 2)) $((b - 1)) $b)" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
+    *) echo "unknown part $PART (base, wide, edge, w2048)" >&2; exit 2 ;;
   esac
 done
