@@ -69,6 +69,7 @@ shift from the previous horizon (shift_octaves, shift_lo, shift_hi; log2 of the 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import typing
@@ -85,6 +86,8 @@ from deltamup.sweeps.record import FIELD_TYPES
 from deltamup.sweeps.spec import parse
 
 from . import intervals, verdict
+from .head_to_head import SCHEMA as HEAD_TO_HEAD_SCHEMA
+from .head_to_head import head_to_head
 
 KEYS = ["parametrization", "optimizer", "width"]
 GROUP = ["parametrization", "optimizer"]
@@ -146,6 +149,22 @@ def with_hparams_label(trials: pl.DataFrame) -> pl.DataFrame:
     hp, name = pl.col("hparams").cast(pl.String).fill_null(""), pl.col("parametrization").cast(pl.String)
     return trials.with_columns(pl.when(hp == "").then(name).otherwise(pl.format("{}[{}]", name, hp))
                                .alias("parametrization"))
+
+
+def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
+    """The sweep as if its spec had only these widths (its trials, curves and grid); ValueError naming a width
+    without a trial."""
+    have = sorted(set(sweep.trials["width"].to_list()))
+    absent = [w for w in widths if w not in have]
+    if absent:
+        raise ValueError(f"no trials at width {absent[0]} in {sweep.path} (widths with trials: "
+                         f"{', '.join(map(str, have)) or 'none'})")
+    trials = sweep.trials.filter(pl.col("width").is_in(widths))
+    curves = sweep.curves
+    if curves is not None and "trial_id" in trials.columns:
+        curves = curves.filter(pl.col("trial_id").is_in(trials["trial_id"].to_list()))
+    spec = {**sweep.spec, "widths": [w for w in sweep.spec.get("widths", widths) if w in widths] or list(widths)}
+    return dataclasses.replace(sweep, spec=spec, trials=trials, curves=curves)
 
 
 def expand_grid(spec: dict) -> pl.DataFrame:
@@ -464,7 +483,7 @@ def budget(spec: dict) -> dict:
 @dataclass(frozen=True)
 class Analysis:
     """Everything the report shows: the sweep, its headline metric's lr curves, optima and transfer table, every
-    metric's verdicts, the horizon table, and missing and failed trials."""
+    metric's verdicts, the horizon table, the parametrizations head to head, and missing and failed trials."""
 
     sweep: Sweep
     metric: str
@@ -478,6 +497,7 @@ class Analysis:
     estimates: dict[str, Estimate] = field(default_factory=dict)  # every metric's, the headline one first
     verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TRANSFER_SCHEMA))
     horizon: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HORIZON_SCHEMA))
+    head_to_head: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HEAD_TO_HEAD_SCHEMA))
 
 
 def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = None) -> Analysis:
@@ -499,12 +519,13 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     return Analysis(sweep, main.metric, main.curves, main.optima, main.transfer, len(grid), missing,
                     losses.filter(pl.col("failed")).select(keep), spent, estimates,
                     pl.concat([e.transfer for e in estimates.values()]),
-                    horizon_table(estimates, horizons(sweep.trials)))
+                    horizon_table(estimates, horizons(sweep.trials)), head_to_head(losses))
 
 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:
     """optima, transfer and verdicts (.csv and .parquet), lr_curves.csv, horizon.csv (when trials record
-    horizons) and missing.csv (when trials are missing)."""
+    horizons), head_to_head.csv (when two parametrizations share an optimizer) and missing.csv (when trials are
+    missing)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in (("optima", analysis.optima), ("transfer", analysis.transfer),
@@ -513,7 +534,7 @@ def write_tables(analysis: Analysis, out: Path) -> list[Path]:
         table.write_csv(out / f"{name}.csv")
         written += [out / f"{name}.csv", out / f"{name}.parquet"]
     for name, table in (("lr_curves", analysis.curves), ("horizon", analysis.horizon),
-                        ("missing", analysis.missing)):
+                        ("head_to_head", analysis.head_to_head), ("missing", analysis.missing)):
         if name == "lr_curves" or not table.is_empty():
             table.write_csv(out / f"{name}.csv")
             written.append(out / f"{name}.csv")

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.console import duration
-from deltamup.reports.analysis import Analysis, analyze, write_tables
+from deltamup.reports.analysis import Analysis, analyze, load_sweep, restrict, write_tables
 from deltamup.sweeps import cost
 
 from . import coord, html, plots
@@ -90,14 +90,25 @@ def _cost(spent: pl.DataFrame, per_width: pl.DataFrame) -> str:
             "cost_total.csv, cost.csv.</p>" + html.table(per_width))
 
 
+HEAD_TO_HEAD_NOTE = ("diff: {metric} of a minus b (nats), paired by seed, with its 90% interval (Student's t over "
+                     "the seeds' differences); at own best: each at its own best grid LR at that width; at base LR: "
+                     "each at the LR that was best for it at the base width (tuned there, transferred). better: "
+                     "the one the interval shows lower, or neither. Table: head_to_head.csv.")
+
+
 def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_checks: Iterable[str | Path] = (),
-                 progress: Callable[[str], None] | None = None) -> Report:
-    """Analyse the sweep and write tables, figures and index.html to `out` (default SWEEP_DIR/report)."""
+                 progress: Callable[[str], None] | None = None, widths: list[int] | None = None) -> Report:
+    """Analyse the sweep and write tables, figures and index.html to `out` (default SWEEP_DIR/report); widths: only
+    these of the sweep's widths (analysis.restrict; the cost tables stay the whole directory's)."""
     say = progress or (lambda _msg: None)
     sweep_dir = Path(sweep_dir)
     out = Path(out) if out is not None else sweep_dir / "report"
     checks = [coord.load(p) for p in [*coord_checks, *find_coord_checks(sweep_dir)]]  # bad input fails first
-    a = analyze(sweep_dir, progress=say)
+    sweep = load_sweep(sweep_dir)
+    if widths:
+        sweep = restrict(sweep, widths)
+        say(f"widths {', '.join(map(str, widths))} only")
+    a = analyze(sweep, progress=say)
     files = write_tables(a, out)
     (out / "summary.md").write_text(summary_markdown(a))
     files.append(out / "summary.md")
@@ -140,6 +151,9 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
                          + "<p>best_lr_lo, best_lr_hi: the 90% interval (interval_method seeds: a bootstrap over "
                            "seeds; fit: over the fit, with the noise in fit_noise). Highlighted rows are bounds "
                            "(optimum on the grid's edge). All columns: optima.csv.</p>"))
+        if not a.head_to_head.is_empty():
+            sections.append(("Head to head", f"<p>{HEAD_TO_HEAD_NOTE.format(metric=a.metric)}</p>"
+                             + html.table(a.head_to_head)))
         if not a.horizon.is_empty():
             sections.append(("Horizon", "<p>Each width's optimum at each horizon (percent of the steps) and its shift "
                              "from the previous horizon with a 90% interval: settled inside ±0.25 octave, moving when "

@@ -1,12 +1,14 @@
 """A sweep's headline as Markdown (summary.md in every report): the generated interpretation paragraph, then per
 parametrization and optimizer the verdict, the slope and spread with their 90% intervals, the best LR at each width
 with its interval, the best loss from the narrowest to the widest width, and whether wider is better at the
-transferred LR — the table a README shows, produced by `deltamup report`, not by hand."""
+transferred LR; then the parametrizations head to head (reports/head_to_head.py) — the table a README shows,
+produced by `deltamup report`, not by hand."""
 from __future__ import annotations
 
 import polars as pl
 
 from deltamup.reports.analysis import Analysis
+from deltamup.reports.head_to_head import describe
 from deltamup.reports.interpretation import interpretation, interval
 
 EDGE_SIGN = {"low": "≤ ", "high": "≥ "}  # a bound: the optimum is at or beyond the grid's edge
@@ -54,4 +56,7 @@ def summary_markdown(a: Analysis) -> str:
                   f"fewest any width's optimum rests on, and how its interval was made (seeds: bootstrap over "
                   f"seeds; fit: over the fit, with an assumed noise). Losses: the grid's best {a.metric} per width. "
                   f"Every metric's verdict: verdicts.csv.{missing}"]
+    if not a.head_to_head.is_empty():
+        lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]
+        lines += [f"- {describe(r)}" for r in a.head_to_head.iter_rows(named=True)]
     return "\n".join(lines) + "\n"

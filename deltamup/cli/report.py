@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output directory (default SWEEP_DIR/report)")
     p.add_argument("--coord-check", action="append", default=[], metavar="DIR",
                    help="a coord-check output directory to include (repeatable; ones inside SWEEP_DIR are found)")
+    p.add_argument("--widths", type=width_list, default=None, metavar="W,W,…",
+                   help="analyse only these of the sweep's widths (e.g. the ones every seed has run)")
     p.set_defaults(run=run_report)
 
     o = sub.add_parser("overview", help="several studies' LR spreads and costs side by side, from their reports")
@@ -41,6 +43,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="export even when the sweep's verdict for this parametrization is not 'transfers' (the file "
                         "and the console then say so)")
     e.set_defaults(run=run_export)
+
+
+def width_list(text: str) -> list[int]:
+    """"256,1024" → [256, 1024]: distinct positive integers (argparse turns a ValueError into one line, exit 2)."""
+    try:
+        widths = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected widths like 256,1024, got {text!r}") from None
+    if not widths or any(w < 1 for w in widths) or len(set(widths)) != len(widths):
+        raise argparse.ArgumentTypeError(f"expected distinct positive widths like 256,1024, got {text!r}")
+    return widths
 
 
 def _progress(message: str) -> None:
@@ -81,12 +94,14 @@ def print_verdicts(a) -> None:
 def run_report(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from deltamup.reports.analysis import load_sweep
+    from deltamup.reports.analysis import load_sweep, restrict
     from deltamup.reports.report import build_report
 
-    load_sweep(args.sweep_dir)  # bad input: one line before any work
+    sweep = load_sweep(args.sweep_dir)  # bad input: one line before any work
+    if args.widths:
+        restrict(sweep, args.widths)
     out = writable_dir(args.out or str(Path(args.sweep_dir) / "report"))
-    report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress)
+    report = build_report(args.sweep_dir, out, args.coord_check, progress=_progress, widths=args.widths)
     a = report.analysis
     print_verdicts(a)
     if not a.missing.is_empty():

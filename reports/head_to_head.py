@@ -1,0 +1,97 @@
+"""Parametrizations head to head at each width: how much lower one's loss is than another's, paired by seed.
+
+Two comparisons per width and pair (a, b) of one optimizer:
+- "own best": each at its own best grid LR at that width (what tuning at every width gives);
+- "base LR" (wider widths only): each at the LR that was best for it at the base width, the smallest width where
+  both have an optimum (what tuning at the base width and transferring gives: µP's promise).
+
+The best grid LR is the argmin of the seed-mean loss. The difference a − b (nats) is averaged over the seeds both
+ran at those LRs, paired by seed (seeds share data order and init, so pairing removes that noise); its interval is
+Student's t over the paired differences at intervals.LEVEL, null below 2 seeds. A diverged trial's loss is +inf:
+the difference is then ±inf without an interval. `better` reads the interval: "a" or "b" where it excludes 0,
+"neither" where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
+
+    head_to_head(losses) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import polars as pl
+
+from .intervals import student_t
+
+SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.String, "at": pl.String,
+          "lr_a": pl.Float64, "lr_b": pl.Float64, "n_seeds": pl.Int64, "diff": pl.Float64, "diff_lo": pl.Float64,
+          "diff_hi": pl.Float64, "better": pl.String}
+
+
+def best_lrs(losses: pl.DataFrame) -> dict[tuple[str, str, int], float]:
+    """{(parametrization, optimizer, width): the grid LR with the lowest finite seed-mean loss}."""
+    means = (losses.group_by("parametrization", "optimizer", "width", "lr").agg(pl.col("loss").mean())
+             .filter(pl.col("loss").is_finite()).sort("loss"))
+    best: dict[tuple[str, str, int], float] = {}
+    for p, o, w, lr, _ in means.iter_rows():
+        best.setdefault((p, o, w), lr)
+    return best
+
+
+def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, str, int, float]) -> dict:
+    """n_seeds, diff, diff_lo, diff_hi, better for a − b, a and b each (parametrization, optimizer, width, lr)."""
+    def at(key: tuple[str, str, int, float]) -> dict[int, float]:
+        p, o, w, lr = key
+        rows = losses.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o) & (pl.col("width") == w)
+                             & (pl.col("lr") == lr))
+        return dict(zip(rows["seed"].to_list(), rows["loss"].to_list()))
+
+    la, lb = at(a), at(b)
+    seeds = sorted(set(la) & set(lb))
+    d = np.array([la[s] - lb[s] for s in seeds], dtype=float)
+    out = {"n_seeds": len(seeds), "diff": None, "diff_lo": None, "diff_hi": None, "better": None}
+    if not seeds or np.isnan(d).any():
+        return out
+    if not np.isfinite(d).all():
+        mean = float(np.mean(d)) if len(set(np.sign(d[~np.isfinite(d)]))) == 1 else math.nan
+        return out | {"diff": mean, "better": None if math.isnan(mean) else "b" if mean > 0 else "a"}
+    mean = float(d.mean())
+    out["diff"] = mean
+    if len(seeds) >= 2:
+        half = student_t(len(seeds) - 1) * float(d.std(ddof=1)) / math.sqrt(len(seeds))
+        lo, hi = mean - half, mean + half
+        out |= {"diff_lo": lo, "diff_hi": hi, "better": "b" if lo > 0 else "a" if hi < 0 else "neither"}
+    return out
+
+
+def head_to_head(losses: pl.DataFrame) -> pl.DataFrame:
+    """The table of the module docstring; `losses`: analysis.trial_losses rows (failed trials are left out)."""
+    losses = losses.filter(~pl.col("failed"))
+    best = best_lrs(losses)
+    rows = []
+    for optimizer in sorted(set(losses["optimizer"].to_list())):
+        names = sorted({p for p, o, _ in best if o == optimizer})
+        for a, b in itertools.combinations(names, 2):
+            widths = sorted({w for p, o, w in best if o == optimizer and p == a}
+                            & {w for p, o, w in best if o == optimizer and p == b})
+            if not widths:
+                continue
+            base = widths[0]
+            for width in widths:
+                for at, wa in (("own best", width), ("base LR", base))[:1 if width == base else 2]:
+                    lr_a, lr_b = best[(a, optimizer, wa)], best[(b, optimizer, wa)]
+                    rows.append({"optimizer": optimizer, "width": width, "a": a, "b": b, "at": at, "lr_a": lr_a,
+                                 "lr_b": lr_b} | paired(losses, (a, optimizer, width, lr_a),
+                                                         (b, optimizer, width, lr_b)))
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def describe(row: dict) -> str:
+    """One line: "at width 1024, base LR: sp − gdn-mup = +0.025 [+0.015, +0.036] nats, 3 seeds: gdn-mup lower"."""
+    if row["diff"] is None:
+        return f"at width {row['width']}, {row['at']}: {row['a']} vs {row['b']}: no seed ran both"
+    spread = (f" [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]" if row["diff_lo"] is not None else "")
+    winner = {"a": f"{row['a']} lower", "b": f"{row['b']} lower", "neither": "no difference shown",
+              None: "no interval"}[row["better"]]
+    return (f"at width {row['width']}, {row['at']}: {row['a']} − {row['b']} = {row['diff']:+.3f}{spread} nats, "
+            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}: {winner}")

@@ -1,0 +1,82 @@
+"""Parametrizations head to head (reports/head_to_head.py) on synthetic losses with a known answer, and the report's
+--widths restriction."""
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from deltamup.cli import main
+from deltamup.reports.analysis import load_sweep, restrict
+from deltamup.reports.head_to_head import head_to_head
+from deltamup.reports.intervals import student_t
+
+FIXTURE = Path(__file__).parent / "fixtures" / "cpu-3seeds"
+LRS = (1e-3, 2e-3, 4e-3)
+
+
+def losses(rows: list[tuple[str, int, float, int, float]]) -> pl.DataFrame:
+    """(parametrization, width, lr, seed, loss) rows as analysis.trial_losses would give them."""
+    return pl.DataFrame([dict(parametrization=p, optimizer="adamw", width=w, lr=lr, seed=s, loss=x, failed=False)
+                         for p, w, lr, s, x in rows])
+
+
+def surface(name: str, width: int, best: float, offset: float, noise: list[float]) -> list:
+    """A parabola in log2 LR around `best`, shifted by `offset`, plus a per-seed noise shared by every LR."""
+    return [(name, width, lr, s, 1.0 + offset + 0.1 * math.log2(lr / best) ** 2 + n)
+            for lr in LRS for s, n in enumerate(noise)]
+
+
+def test_paired_differences_at_own_best_and_at_the_base_lr():
+    noise = [0.0, 0.004, -0.002, 0.001]
+    rows = (surface("a", 256, 2e-3, 0.0, noise) + surface("b", 256, 2e-3, 0.0, [0.0, 0.0, 0.0, 0.0])
+            + surface("a", 1024, 2e-3, -0.02, noise)                    # a's optimum stays
+            + surface("b", 1024, 1e-3, 0.0, [0.01, 0.0, 0.01, 0.0]))   # b's optimum moves down an octave
+    table = {(r["width"], r["at"]): r for r in head_to_head(losses(rows)).iter_rows(named=True)}
+    assert set(table) == {(256, "own best"), (1024, "own best"), (1024, "base LR")}  # base LR = own best at 256
+    own = table[(1024, "own best")]
+    d = [n - 0.02 - m for n, m in zip(noise, [0.01, 0.0, 0.01, 0.0])]
+    mean = sum(d) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 3)
+    assert (own["lr_a"], own["lr_b"], own["n_seeds"]) == (2e-3, 1e-3, 4)
+    assert own["diff"] == pytest.approx(mean)
+    assert own["diff_hi"] - own["diff"] == pytest.approx(student_t(3) * sd / 2)
+    assert own["better"] == "a"
+    base = table[(1024, "base LR")]  # b at its base LR 2e-3 is one octave off its new optimum: +0.1 nats
+    assert (base["lr_a"], base["lr_b"]) == (2e-3, 2e-3)
+    assert base["diff"] == pytest.approx(mean - 0.1) and base["better"] == "a"
+    assert table[(256, "own best")]["better"] == "neither"  # the same surface, seed noise only
+
+
+def test_a_diverged_trial_has_no_interval_and_one_seed_none():
+    rows = ([("a", w, LRS[0], s, x) for w, x in ((256, 1.0), (1024, 0.9)) for s in (0, 1)]
+            + [("b", 256, LRS[0], s, 1.1) for s in (0, 1)] + [("b", 1024, LRS[1], s, 0.95) for s in (0, 1)]
+            + [("b", 1024, LRS[0], 0, 1.0), ("b", 1024, LRS[0], 1, math.inf)])  # b diverges at its base LR
+    base = head_to_head(losses(rows)).filter(pl.col("at") == "base LR").row(0, named=True)
+    assert base["diff"] == -math.inf and base["diff_lo"] is None and base["better"] == "a"
+    (one,) = head_to_head(losses([("a", 256, 1e-3, 0, 1.0), ("b", 256, 1e-3, 0, 1.2)])).iter_rows(named=True)
+    assert one["diff"] == pytest.approx(-0.2) and one["diff_lo"] is None and one["better"] is None
+
+
+def test_report_widths_restricts_the_analysis_and_refuses_absent_widths(tmp_path, capsys):
+    sweep = load_sweep(FIXTURE)
+    widths = sorted(set(sweep.trials["width"].to_list()))
+    kept = restrict(sweep, widths[:2])
+    assert sorted(set(kept.trials["width"].to_list())) == widths[:2] and kept.spec["widths"] == widths[:2]
+    with pytest.raises(ValueError, match=f"no trials at width {max(widths) * 2}"):
+        restrict(sweep, [widths[0], max(widths) * 2])
+    out = Path(shutil.copytree(FIXTURE, tmp_path / "sweep"))
+    assert main(["report", str(out), "--widths", ",".join(map(str, widths[:2])), "--out", str(tmp_path / "r")]) == 0
+    optima = pl.read_csv(tmp_path / "r" / "optima.csv")
+    assert sorted(set(optima["width"].to_list())) == widths[:2]
+    assert (tmp_path / "r" / "head_to_head.csv").is_file()
+    assert "Head to head" in (tmp_path / "r" / "summary.md").read_text()
+    for bad in ("0,64", "64,64", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["report", str(out), "--widths", bad])
+        assert exit_.value.code == 2
+    assert main(["report", str(out), "--widths", f"{widths[0]},{max(widths) * 2}"]) == 2
+    assert not (out / "report").exists()  # refused before any work
