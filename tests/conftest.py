@@ -1,5 +1,8 @@
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,3 +36,26 @@ def cluster():
     yield c
     ray.shutdown()
     c.shutdown()
+
+
+@pytest.fixture
+def kill_driver(cluster):
+    """kill_driver(spec_path, out, until, timeout=180, settle=60): runs `deltamup sweep SPEC --out OUT` on the
+    session's cluster in a subprocess, SIGKILLs it once until() holds (or it has ended, or `timeout` s passed), then
+    waits up to `settle` s for the cluster's two CPUs to be free again (the killed driver's trials gone)."""
+    import ray
+
+    def kill(spec_path: Path, out: Path, until, timeout: float = 180.0, settle: float = 60.0) -> None:
+        driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
+                                   "--address", cluster.address], cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while not until() and time.time() < deadline and driver.poll() is None:
+            time.sleep(0.2)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        deadline = time.time() + settle
+        while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+
+    return kill

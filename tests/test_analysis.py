@@ -247,7 +247,8 @@ def test_bad_spec_is_refused_by_field() -> None:
 def test_tables_are_written(tmp_path: Path, result: analysis.Analysis) -> None:
     written = analysis.write_tables(result, tmp_path / "out")
     assert {p.name for p in written} == {"optima.csv", "optima.parquet", "transfer.csv", "transfer.parquet",
-                                         "verdicts.csv", "verdicts.parquet", "lr_curves.csv", "missing.csv"}
+                                         "verdicts.csv", "verdicts.parquet", "lr_curves.csv", "head_to_head.csv",
+                                         "missing.csv"}
     assert pl.read_parquet(tmp_path / "out" / "optima.parquet").equals(result.optima)
 
 

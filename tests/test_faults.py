@@ -142,22 +142,11 @@ def test_a_trial_killed_mid_run_is_rerun_and_its_death_recorded(cluster, tmp_pat
     assert "without a Python traceback" in (store.results_dir(out) / death).read_text()
 
 
-def test_a_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, tmp_path):
+def test_a_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, kill_driver, tmp_path):
     spec_path = tiny_spec(tmp_path, steps=30, log_every=10, widths=[32])
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
-                               "--address", cluster.address], cwd=ROOT, env=ENV,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while len(store.finished_ids(out)) < 1 and time.time() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    import ray
-
-    while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:  # its trials are gone
-        time.sleep(0.2)
+    kill_driver(spec_path, out, until=lambda: len(store.finished_ids(out)) >= 1, timeout=120)
     before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     assert 1 <= len(before) < 4, "the driver was killed after some trials and before the end"
     line = run_sweep(spec, out, resume=True, progress_every=60)

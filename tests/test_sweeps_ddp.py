@@ -8,10 +8,8 @@ import os
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (read when ray is imported)
 
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -31,7 +29,6 @@ from deltamup.sweeps.parallel import ray_identity, release_leaked_groups
 from deltamup.sweeps.runner import run_sweep
 from deltamup.sweeps.trial import train_and_evaluate, trial_config
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32], "lrs": [1e-2],
         "parametrizations": ["gdn-mup"], "steps": 10, "batch_size": 8, "seq_len": 32, "log_every": 5,
         "eval": {"batches": 2}, "resources": {"cpu": 1, "gpu": 0, "workers_per_trial": 2},
@@ -62,22 +59,13 @@ def unsynced_losses(cfg: dict) -> list[float]:
     return [(a + b) / 2 for a, b in zip(*curves)]
 
 
-def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_kill(cluster, tmp_path):
+def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_kill(cluster, kill_driver,
+                                                                                     tmp_path):
     spec_path = tiny_spec(tmp_path, lrs=[1e-2, 1e-3, 1e3])  # lr 1e3 diverges
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
-                               "--address", cluster.address], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while not store.finished_ids(out) and time.time() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    settle = time.time() + 20  # its trials are gone (a group it leaked holds CPUs until the resume releases it)
-    while ray.available_resources().get("CPU", 0) < 2 and time.time() < settle:
-        time.sleep(0.2)
+    # a group the killed driver leaked holds CPUs until the resume releases it: settle briefly
+    kill_driver(spec_path, out, until=lambda: store.finished_ids(out), settle=20)
     before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     assert len(before) == 1, "the driver was killed after one trial and before the end"
     line = run_sweep(spec, out, resume=True, progress_every=60)

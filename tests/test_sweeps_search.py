@@ -3,17 +3,11 @@ cluster (two nodes of one CPU). Tiny models: width 16–32, depth 1, seq 32, at 
 from __future__ import annotations
 
 import importlib.util
-import os
-import signal
 import struct
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import optuna
 import pytest
-import ray
 import torch
 import yaml
 from tensorboardX.proto import event_pb2
@@ -30,7 +24,6 @@ from deltamup.sweeps.runner import prepare_dir, run_sweep
 from deltamup.sweeps.search import storage_url, study_name
 from deltamup.sweeps.tracking import tensorboard_dir
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 16}, "widths": [16, 32],
          "lrs": [4e-3, 1.6e-2], "parametrizations": ["gdn-mup"], "steps": 12, "batch_size": 4, "seq_len": 32,
          "log_every": 3, "eval": {"batches": 2}, "resources": {"cpu": 1, "gpu": 0}, "failure": {"retries": 0}}
@@ -106,7 +99,7 @@ def test_refine_points_are_the_neighbours_of_each_widths_optimum_with_more_seeds
     assert {p.width for p in refine_points(spec, records[1:])} == {32}
 
 
-def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, tmp_path):
+def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, kill_driver, tmp_path):
     """A driver running `search: refine` is killed during the refinement; the resume runs exactly the refine trials
     without a row. The refine LRs are the ×√2 neighbours of each width's grid optimum, with the extra seed; every
     trial recorded its horizons and wrote them, with its training curve, to TensorBoard."""
@@ -114,21 +107,11 @@ def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, tmp_pa
                            refine={"factor": 2 ** 0.5, "points": 1, "seeds": [0, 1]})
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
-                               "--address", cluster.address], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def refined() -> list[Path]:
         return sorted(store.results_dir(out).glob("refine.*.json"))
 
-    deadline = time.time() + 180
-    while len(refined()) < 2 and time.time() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:
-        time.sleep(0.2)
+    kill_driver(spec_path, out, until=lambda: len(refined()) >= 2)
     before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     n_refined = sum(name.startswith("refine.") for name in before)
     assert 2 <= n_refined < 10, "the driver was killed during the refinement"
