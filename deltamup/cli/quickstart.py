@@ -17,7 +17,7 @@ from deltamup.sweeps import store
 from deltamup.sweeps.spec import SPECS_DIR
 
 SPEC = SPECS_DIR / "quickstart.yaml"
-STUDY = "studies/gdn-adamw/"  # the GPU study that measures the effect the quick-start's budget cannot
+STUDY = "studies/gdn-adamw-8l/"  # the GPU study that measures the effect the quick-start's budget cannot
 SHOWN = {"sp": "drifts", "gdn-mup": "transfers"}  # the verdicts that would show the effect at the quick-start's budget
 
 
