@@ -4,8 +4,9 @@ and what each study cost.
 
     deltamup overview studies/gdn-adamw/report studies/gdn-sgd/report studies/gdp2-adamw/report
 
-A study is named after its report folder, or after the folder above it when the report folder is called `report`
-(`deltamup report`'s default, SWEEP_DIR/report, and the studies/<name>/report layout).
+A study is named after the folder above its report folder when that is called `report` (`deltamup report`'s
+default, SWEEP_DIR/report, and the studies/<name>/report layout) or `report-<what>` (then "<name> (<what>)", e.g.
+a report restricted with --widths); else after the report folder itself.
 """
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:
         raise ValueError(f"{folder} is not a report folder of this version: no {', '.join(missing)} "
                          "(run deltamup report again)")
     where = folder.resolve()
-    name = where.parent.name if where.name == "report" else where.name
+    name = where.name
+    if name == "report":
+        name = where.parent.name
+    elif name.startswith("report-"):
+        name = f"{where.parent.name} ({name.removeprefix('report-')})"
     return name, pl.read_csv(folder / "transfer.csv"), pl.read_csv(folder / "cost_total.csv")
 
 

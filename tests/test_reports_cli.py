@@ -131,6 +131,10 @@ def test_overview_names_a_report_folder_after_its_study(sweep: Path, tmp_path: P
     text = capsys.readouterr().out
     assert "| parametrization | gdn-adamw: verdict, slope [90%]; spread (octaves) |" in text
     assert "\n| gdn-adamw | 0 | 0 |" in text
+    assert main(["report", str(sweep), "--out", str(tmp_path / "gdn-adamw" / "report-wide")]) == 0
+    capsys.readouterr()
+    assert main(["overview", str(tmp_path / "gdn-adamw" / "report-wide")]) == 0  # report-<what>: "<study> (<what>)"
+    assert "| parametrization | gdn-adamw (wide): verdict" in capsys.readouterr().out
 
 
 def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
