@@ -519,7 +519,7 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     return Analysis(sweep, main.metric, main.curves, main.optima, main.transfer, len(grid), missing,
                     losses.filter(pl.col("failed")).select(keep), spent, estimates,
                     pl.concat([e.transfer for e in estimates.values()]),
-                    horizon_table(estimates, horizons(sweep.trials)), head_to_head(losses))
+                    horizon_table(estimates, horizons(sweep.trials)), head_to_head(losses, main.optima))
 
 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:

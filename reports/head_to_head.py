@@ -5,13 +5,14 @@ Two comparisons per width and pair (a, b) of one optimizer:
 - "base LR" (wider widths only): each at the LR that was best for it at the base width, the smallest width where
   both have an optimum (what tuning at the base width and transferring gives: µP's promise).
 
-The best grid LR is the argmin of the seed-mean loss. The difference a − b (nats) is averaged over the seeds both
-ran at those LRs, paired by seed (seeds share data order and init, so pairing removes that noise); its interval is
-Student's t over the paired differences at intervals.LEVEL, null below 2 seeds. A diverged trial's loss is +inf:
-the difference is then ±inf without an interval. `better` reads the interval: "a" or "b" where it excludes 0,
-"neither" where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
+The best grid LR is the optimum table's best_lr_grid (the argmin of the seed-mean loss). The difference a − b
+(nats) is averaged over the seeds both ran at those LRs, paired by seed (seeds share data order and init, so pairing
+removes that noise); its interval is Student's t over the paired differences at intervals.LEVEL, null below 2 seeds.
+A diverged trial's loss is +inf: the difference is then ±inf without an interval (none at all where the sides
+diverge in different seeds, or both in one). `better` reads the interval: "a" or "b" where it excludes 0, "neither"
+where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
 
-    head_to_head(losses) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better
+    head_to_head(losses, optima) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better
 """
 from __future__ import annotations
 
@@ -28,16 +29,6 @@ SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.Str
           "diff_hi": pl.Float64, "better": pl.String}
 
 
-def best_lrs(losses: pl.DataFrame) -> dict[tuple[str, str, int], float]:
-    """{(parametrization, optimizer, width): the grid LR with the lowest finite seed-mean loss}."""
-    means = (losses.group_by("parametrization", "optimizer", "width", "lr").agg(pl.col("loss").mean())
-             .filter(pl.col("loss").is_finite()).sort("loss"))
-    best: dict[tuple[str, str, int], float] = {}
-    for p, o, w, lr, _ in means.iter_rows():
-        best.setdefault((p, o, w), lr)
-    return best
-
-
 def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, str, int, float]) -> dict:
     """n_seeds, diff, diff_lo, diff_hi, better for a − b, a and b each (parametrization, optimizer, width, lr)."""
     def at(key: tuple[str, str, int, float]) -> dict[int, float]:
@@ -50,11 +41,11 @@ def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, s
     seeds = sorted(set(la) & set(lb))
     d = np.array([la[s] - lb[s] for s in seeds], dtype=float)
     out = {"n_seeds": len(seeds), "diff": None, "diff_lo": None, "diff_hi": None, "better": None}
-    if not seeds or np.isnan(d).any():
+    infinite = d[np.isinf(d)]
+    if not seeds or np.isnan(d).any() or len(set(np.sign(infinite))) > 1:  # NaN: both diverged in a seed
         return out
-    if not np.isfinite(d).all():
-        mean = float(np.mean(d)) if len(set(np.sign(d[~np.isfinite(d)]))) == 1 else math.nan
-        return out | {"diff": mean, "better": None if math.isnan(mean) else "b" if mean > 0 else "a"}
+    if infinite.size:  # one side diverged in some seed, always the same side
+        return out | {"diff": float(infinite[0]), "better": "b" if infinite[0] > 0 else "a"}
     mean = float(d.mean())
     out["diff"] = mean
     if len(seeds) >= 2:
@@ -64,12 +55,14 @@ def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, s
     return out
 
 
-def head_to_head(losses: pl.DataFrame) -> pl.DataFrame:
-    """The table of the module docstring; `losses`: analysis.trial_losses rows (failed trials are left out)."""
+def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
+    """The table of the module docstring; `losses`: analysis.trial_losses rows (failed trials are left out),
+    `optima`: the same metric's optimum table (its best_lr_grid per parametrization, optimizer and width)."""
     losses = losses.filter(~pl.col("failed"))
-    best = best_lrs(losses)
+    best = {(p, o, w): lr for p, o, w, lr in optima.filter(pl.col("best_lr_grid").is_not_null())
+            .select("parametrization", "optimizer", "width", "best_lr_grid").iter_rows()}
     rows = []
-    for optimizer in sorted(set(losses["optimizer"].to_list())):
+    for optimizer in sorted({o for _, o, _ in best}):
         names = sorted({p for p, o, _ in best if o == optimizer})
         for a, b in itertools.combinations(names, 2):
             widths = sorted({w for p, o, w in best if o == optimizer and p == a}

@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 
 from deltamup.cli import main
+from deltamup.reports import analysis
 from deltamup.reports.analysis import load_sweep, restrict
-from deltamup.reports.head_to_head import head_to_head
+from deltamup.reports.head_to_head import head_to_head as table_of
 from deltamup.reports.intervals import student_t
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cpu-3seeds"
@@ -19,9 +20,15 @@ LRS = (1e-3, 2e-3, 4e-3)
 
 
 def losses(rows: list[tuple[str, int, float, int, float]]) -> pl.DataFrame:
-    """(parametrization, width, lr, seed, loss) rows as analysis.trial_losses would give them."""
-    return pl.DataFrame([dict(parametrization=p, optimizer="adamw", width=w, lr=lr, seed=s, loss=x, failed=False)
-                         for p, w, lr, s, x in rows])
+    """(parametrization, width, lr, seed, val_loss) rows as finished trials (status ok, +inf: diverged)."""
+    return pl.DataFrame([dict(parametrization=p, optimizer="adamw", width=w, lr=lr, seed=s, val_loss=x,
+                              status="ok" if math.isfinite(x) else "diverged") for p, w, lr, s, x in rows])
+
+
+def head_to_head(trials: pl.DataFrame) -> pl.DataFrame:
+    """The table as the analysis makes it: trial losses and the optimum table (its best_lr_grid) of val_loss."""
+    return table_of(analysis.trial_losses(trials, "val_loss"),
+                    analysis.optima(analysis.lr_curves(trials, "val_loss"), "val_loss"))
 
 
 def surface(name: str, width: int, best: float, offset: float, noise: list[float]) -> list:

@@ -12,7 +12,7 @@ from deltamup.reports.analysis import analyze
 from deltamup.reports.tuned import export_from_sweep
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
-from deltamup.sweeps.trial import base_record, curve_columns, result_columns, train_and_evaluate, trial_config
+from deltamup.sweeps.trial import train_and_evaluate, trial_config, trial_record
 
 RAW = {"name": "hp", "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 64],
        "lrs": [3e-3, 1e-2, 3e-2], "parametrizations": ["gdn-mup"], "steps": 6, "batch_size": 4, "seq_len": 32,
@@ -62,9 +62,10 @@ def run_without_ray(spec: specs.SweepSpec, out: Path) -> None:
     store.write_spec(out, spec.to_dict())
     for point in spec.grid():
         cfg = trial_config(spec, point, out, run=1)
-        result, val_loss, params, metrics = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
-        record = base_record(cfg) | metrics | result_columns(cfg, result, val_loss, params)
-        store.write_trial(out, record, curve_columns(cfg, result))
+        outcome = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
+        store.write_trial(out, *trial_record(cfg, outcome, {"device": "cpu", "threads": 1, "gpu_ids": [],
+                                                            "node_id": "test", "started_at": 0.0,
+                                                            "finished_at": 1.0}))
 
 
 def test_a_grid_over_one_hparam_trains_distinct_trials_and_exports_the_best(tmp_path):
