@@ -58,7 +58,7 @@ for PART in "$@"; do
     w2048)
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -9)
       echo "width 2048: width 1024's optima SP 2^$b, GDN-µP 2^$g"
-      two 2048 "$(lrs $((b - 3)) $((b - 2)) $((b - 1)) $b)" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
+      two 2048 "$(lrs $b $((b - 1)) $((b - 2)) $((b - 3)))" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
     *) echo "unknown part $PART (base, wide, edge, w2048)" >&2; exit 2 ;;
   esac
 done
