@@ -17,6 +17,7 @@ import polars as pl
 from deltamup.console import duration
 from deltamup.reports.analysis import Analysis, analyze, load_sweep, restrict, write_tables
 from deltamup.sweeps import cost
+from deltamup.sweeps.cost import first_step_text
 
 from . import coord, html, plots
 from .interpretation import interpretation
@@ -24,9 +25,11 @@ from .summary import summary_markdown
 
 # cost_total.csv and cost.csv (the columns are sweeps/cost.py's)
 COST_TOTAL_SCHEMA = {"runs": pl.Int64, "wall_seconds": pl.Float64, "trials": pl.Int64, "tokens": pl.Int64,
-                     "tokens_per_s": pl.Float64, "gpu_seconds": pl.Float64, "gpu_busy": pl.Float64}
+                     "tokens_per_s": pl.Float64, "gpu_seconds": pl.Float64, "gpu_busy": pl.Float64,
+                     "warmup_seconds": pl.Float64, "first_step_share": pl.Float64}
 COST_SCHEMA = {"width": pl.Int64, "trials": pl.Int64, "tokens": pl.Int64, "trial_seconds": pl.Float64,
-               "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64}
+               "tokens_per_s_trial": pl.Float64, "gpu_util": pl.Float64, "first_step_seconds": pl.Float64,
+               "first_step_share": pl.Float64}
 
 OPTIMA_SHOWN = ["parametrization", "optimizer", "width", "metric", "best_lr", "best_lr_lo", "best_lr_hi",
                 "interval_method", "best_lr_grid", "best_loss", "best_loss_se", "n_seeds", "refined", "bound", "edge",
@@ -85,9 +88,10 @@ def _cost(spent: pl.DataFrame, per_width: pl.DataFrame) -> str:
     gpu = f" = {duration(t['gpu_seconds'])} of GPU time" if t["gpu_seconds"] is not None else ""
     return (f"<p>{t['trials']} trials in {t['runs']} run(s), wall {duration(t['wall_seconds'])} "
             f"({t['wall_seconds']:.0f} s: the time the sweep held the machine{gpu}), {t['tokens']:,} tokens, "
-            f"{t['tokens_per_s'] or 0:,.0f} tokens/s overall{busy}. Per width: trial_seconds sums the trials' "
-            "training time (side-by-side trials overlap); tokens_per_s_trial is one trial's throughput. Tables: "
-            "cost_total.csv, cost.csv.</p>" + html.table(per_width))
+            f"{t['tokens_per_s'] or 0:,.0f} tokens/s overall{busy}{first_step_text(t)}. Per width: trial_seconds "
+            "sums the trials' training time (side-by-side trials overlap); tokens_per_s_trial is one trial's "
+            "throughput; first_step_share is the share of the trials' wall time spent before their first step "
+            "ended (compile, autotune, one step). Tables: cost_total.csv, cost.csv.</p>" + html.table(per_width))
 
 
 HEAD_TO_HEAD_NOTE = ("diff: {metric} of a minus b (nats), paired by seed, with its 90% interval (Student's t over "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -13,6 +14,7 @@ from torch import Tensor, nn
 
 from deltamup import parametrizations
 
+from .compile_cache import cache_counts, counts_since
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 from .data_parallel import Ranks
 
@@ -61,22 +63,45 @@ def lr_factor(step: int, config: TrainConfig) -> float:
     return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
-    """Mean next-token cross-entropy; the model returns logits [B, T, vocab] or an output with .logits (Hugging
-    Face's CausalLMOutput)."""
+# Graphs token_loss may hold in one process: one per model shape and forward multipliers (Ray reuses a trial's process
+# for the next trials). Past torch's default of 8 a new graph would silently run eagerly.
+RECOMPILE_LIMIT = 256
+
+
+def precision(device_type: str, bf16: bool) -> AbstractContextManager:
+    """The context a forward runs in: bf16 autocast on CUDA when bf16, else nothing."""
+    if bf16 and device_type == "cuda":
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def token_loss(model: nn.Module, batch: Batch) -> Tensor:
+    """Mean next-token cross-entropy (fp32) at the ambient precision; the model returns logits [B, T, vocab] or an
+    output with .logits (Hugging Face's CausalLMOutput)."""
     inputs, targets = batch
-    use_bf16 = bf16 and inputs.device.type == "cuda"
-    with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_bf16):
-        logits = model(inputs)
+    logits = model(inputs)
     logits = getattr(logits, "logits", logits)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
 
 
+def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
+    """token_loss in bf16 autocast on CUDA when bf16 (fp32 elsewhere)."""
+    with precision(batch[0].device.type, bf16):
+        return token_loss(model, batch)
+
+
 def loss_function(config: TrainConfig) -> Callable[[nn.Module, Batch], Tensor]:
-    """(model, batch) -> mean next-token loss at this config's precision; compiled if config.compile."""
+    """(model, batch) -> mean next-token loss at this config's precision. With config.compile token_loss is compiled
+    (static shapes: one graph per model shape and forward multipliers, whatever the process compiled before) and
+    autocast stays outside the graph, which keeps it in AOTAutograd's cache (docs/sweeps-compile.md)."""
+    step = token_loss
+    if config.compile:
+        step = torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)(torch.compile(token_loss, dynamic=False))
+
     def loss(model: nn.Module, batch: Batch) -> Tensor:
-        return lm_loss(model, batch, config.bf16)
-    return torch.compile(loss) if config.compile else loss
+        with precision(batch[0].device.type, config.bf16):
+            return step(model, batch)
+    return loss
 
 
 def make_optimizer(model: nn.Module, parametrization: str, config: TrainConfig) -> torch.optim.Optimizer:
@@ -110,6 +135,8 @@ class TrainResult:
     tokens: int = 0
     seconds: float = 0.0            # training time, on_eval's excluded
     eval_seconds: float = 0.0       # time spent in on_eval
+    first_step_seconds: float | None = None  # loop start to the end of step 0, synced: compile + autotune + one step
+    compile_cache: dict[str, int] = field(default_factory=dict)  # compile_cache.cache_counts() of the run (compile)
 
     @property
     def final_loss(self) -> float:
@@ -142,6 +169,7 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     if ranks is not None:
         loss_fn, stepped, batches = ranks.loss(loss_fn), ranks.wrap(model, device), ranks.shard(batches)
     result, pending = TrainResult(grad_clip=config.grad_clip), []
+    before = cache_counts() if config.compile else None
     start = time.perf_counter()
     for step in range(config.steps):
         inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
@@ -149,6 +177,10 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
         result.tokens += inputs.numel() * (ranks.world if ranks is not None else 1)
         result.steps = step + 1
         norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
+        if step == 0:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            result.first_step_seconds = time.perf_counter() - start
         pending.append((step, loss.detach(), lr_factor(step, config), norm))
         evaluate = on_eval is not None and step + 1 in eval_steps
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
@@ -172,4 +204,6 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
                 model.train()
                 result.eval_seconds += time.perf_counter() - began
     result.seconds = time.perf_counter() - start - result.eval_seconds
+    if before is not None:
+        result.compile_cache = counts_since(before)
     return result

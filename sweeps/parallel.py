@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.data_parallel import Ranks
 
 from . import store
@@ -53,6 +54,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     ranks = Ranks(context.get_world_rank(), context.get_world_size())
     out = sweep_dir(cfg)
+    use_cache(cfg["compile_cache"])
     threads, _, gpu_ids = placement()
     torch.set_num_threads(threads)
     device = ray.train.torch.get_device()

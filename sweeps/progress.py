@@ -78,7 +78,8 @@ class Progress(Callback):
 
 
 def print_summary(out: Path) -> None:
-    """The sweep so far: totals, wall time, throughput, GPU busy share, and per group the best LR."""
+    """The sweep so far: totals, wall time, throughput, GPU busy share, the share of trial time before the first
+    step (per width), and per group the best LR."""
     records, samples = store.read_records(out), store.read_gpu_samples(out)
     status = Counter(r["status"] for r in records)
     total = cost.totals(out)
@@ -88,7 +89,12 @@ def print_summary(out: Path) -> None:
     print(f"sweep {out}: {len(records)} trials ({status['ok']} ok, {status['diverged']} diverged, "
           f"{status['error']} errors{pruned}) in {total['runs']} run(s), "
           f"wall {duration(total['wall_seconds'])}{gpu_time}, "
-          f"{total['tokens']:,} tokens, {total['tokens_per_s'] or 0:,.0f} tokens/s overall{gpu}")
+          f"{total['tokens']:,} tokens, {total['tokens_per_s'] or 0:,.0f} tokens/s overall{gpu}"
+          f"{cost.first_step_text(total)}")
+    widths = [w for w in cost.per_width(out) if w["first_step_share"] is not None]
+    if widths:
+        print("before the first step (compile, autotune, one step), share of trial wall time: " + ", ".join(
+            f"width {w['width']} {w['first_step_share']:.0%} (mean {w['first_step_seconds']:.1f} s)" for w in widths))
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         groups[(r["parametrization"], r["optimizer"], r["width"])].append(r)

@@ -21,7 +21,10 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   attempts (the failed attempts, + 1 for the one that finished), device, threads, gpu_ids,
                   node_id, started_at, finished_at (unix s), wall_seconds, gpu_util (%, filled in by
                   store.consolidate), tracebacks (names of the files in results/ holding each failed attempt's
-                  traceback, over every run of the sweep)
+                  traceback, over every run of the sweep), first_step_seconds (training loop start to the end of
+                  step 0, synced: compile + autotune + one step), compile_cache_hits and compile_cache_misses (the
+                  FX graph cache's, one per forward or backward graph the trial compiled; 0 and 0 when its process
+                  had the graph in memory; None without compile)
 
 from_row checks a parsed file: a JSON object; trial_id and status present and strings; every field it names of its
 type (ints for ints, numbers for floats, a list of strings for gpu_ids and tracebacks); width ≥ 1 and lr > 0 where
@@ -49,7 +52,8 @@ CONFIG_FIELDS = ("task", "max_steps", "batch_size", "seq_len", "beta1", "beta2",
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",
            "clipped_fraction")
 COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "device", "threads",
-        "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util", "tracebacks")
+        "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util", "tracebacks",
+        "first_step_seconds", "compile_cache_hits", "compile_cache_misses")
 Scalar = str | int | float | bool | None
 
 
@@ -103,6 +107,9 @@ class TrialRecord:
     wall_seconds: float | None = None
     gpu_util: float | None = None
     tracebacks: list[str] | None = None
+    first_step_seconds: float | None = None
+    compile_cache_hits: int | None = None
+    compile_cache_misses: int | None = None
     schema: str | None = SCHEMA
 
     @property

@@ -26,6 +26,7 @@ from .refine import grid_centres, refine_points
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
 from .trial import trial_config, trial_key
 from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_config
+from .warmup import warm_graphs
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose=0 then prints nothing
            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}  # no CSV/TensorBoard logs: result.json only (below)
@@ -185,12 +186,15 @@ def print_refine_state(spec: SweepSpec, out: Path) -> None:
 
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,
              phase: str = "grid") -> int:
-    """Runs `points` as one Tuner over a grid of trial configs (of `phase`); returns how many were launched."""
+    """Runs `points` as one Tuner over a grid of trial configs (of `phase`), with compile on after a compile
+    warm-up (sweeps.warmup, its result in runs.jsonl as warmup_<phase>); returns how many were launched."""
     from ray import tune  # Ray is imported once configure_ray_env has set its environment
 
     if not points:
         return 0
     configs = sorted((trial_config(spec, p, out, run, phase) for p in points), key=trial_cost(spec), reverse=True)
+    if any(c["train"]["compile"] for c in configs):  # each distinct graph compiled once, before the trials start
+        store.append_run(out, {"run": run, f"warmup_{phase}": warm_graphs(spec, configs)})
     tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs)},
                        tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-{phase}",
                                                                            [c["point"]["width"] for c in configs],

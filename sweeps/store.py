@@ -11,6 +11,8 @@
     DIR/gpu.csv                        nvidia-smi samples (time, gpu index, utilisation %, memory MiB), if any
     DIR/tensorboard/<trial_id>/        each trial's TensorBoard scalars (sweeps.tracking)
     DIR/optuna.db                      Optuna's studies (search: optuna; sweeps.search)
+    DIR/compile-cache/                 torch.compile's and Triton's caches, shared by the sweep's trials
+                                       (scaling.compile_cache; machine-specific, left out of archives)
     DIR/trials.parquet, curves.parquet merged from results/ (derived: rebuilt any time)
 
 results/ is the source of truth: a row there exists only once its trial has finished, a finished row is never
@@ -49,6 +51,10 @@ def record_path(out: Path, trial_id: str) -> Path:
 
 def curve_path(out: Path, trial_id: str) -> Path:
     return results_dir(out) / f"{trial_id}.curve.parquet"
+
+
+def compile_cache_dir(out: Path) -> Path:
+    return Path(out) / "compile-cache"
 
 
 def quarantine_dir(out: Path) -> Path:

@@ -21,15 +21,17 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from deltamup.models import ModelConfig
+from deltamup.models import DeltaLM, ModelConfig
 from deltamup.parametrizations import BaseHparams, build_model
 from deltamup.parametrizations.hparams import label
-from deltamup.scaling.data import get_task
+from deltamup.scaling.compile_cache import use_cache
+from deltamup.scaling.data import Batch, Task, get_task
 from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
@@ -55,7 +57,8 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "task": spec.task, "train": spec.train_config(point).to_dict(), "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
-            "tracking": dataclasses.asdict(spec.tracking), "workers": spec.resources.workers(point.width)}
+            "tracking": dataclasses.asdict(spec.tracking), "workers": spec.resources.workers(point.width),
+            "compile_cache": str(store.compile_cache_dir(out).resolve())}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -64,6 +67,7 @@ def run_trial(config: dict[str, Any]) -> None:
 
     cfg = config["trial"]
     out = sweep_dir(cfg)
+    use_cache(cfg["compile_cache"])
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
     started = last_report = time.time()
@@ -131,18 +135,25 @@ def final_report(record: dict[str, Any]) -> dict[str, Any]:
             "smoothed_loss": record.get("smoothed_loss", math.inf)}
 
 
+def build_trial(cfg: dict[str, Any], device: torch.device) -> tuple[DeltaLM, Task, TrainConfig, Iterator[Batch]]:
+    """(model on `device`, task, training config, training batches) of a trial config: what a trial trains and
+    what its compiled graph is traced from (sweeps.warmup)."""
+    point = cfg["point"]
+    model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
+                        seed=point["seed"], hparams=BaseHparams.of(point.get("hparams", {}))).to(device)
+    task = get_task(cfg["task"])
+    train_config = TrainConfig(**{**cfg["train"], "betas": tuple(cfg["train"]["betas"])})
+    return model, task, train_config, task.train_batches(cfg["batch_size"], cfg["seq_len"], point["seed"])
+
+
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
                        ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
     count, the task's own metrics: none when diverged). tracker None logs nothing; ranks: train data-parallel as
     one of several ranks (every rank evaluates the same weights on the same batches)."""
     point = cfg["point"]
-    model = build_model(ModelConfig(**cfg["model"]), point["parametrization"], point["optimizer"],
-                        seed=point["seed"], hparams=BaseHparams.of(point.get("hparams", {}))).to(device)
+    model, task, train_config, batches = build_trial(cfg, device)
     params = sum(p.numel() for p in model.parameters())
-    task = get_task(cfg["task"])
-    train_config = TrainConfig(**{**cfg["train"], "betas": tuple(cfg["train"]["betas"])})
-    batches = task.train_batches(cfg["batch_size"], cfg["seq_len"], point["seed"])
     eval_size = cfg["eval"]["batch_size"] or cfg["batch_size"]
     val = task.val_batches(eval_size, cfg["seq_len"], cfg["eval"]["batches"], seed=0)  # the same for every trial
     horizons, val_losses = cfg["horizon_steps"], {}
@@ -227,7 +238,10 @@ def result_columns(cfg: dict[str, Any], result: TrainResult, val_losses: dict[st
             "clipped_fraction": result.clipped_fraction,
             "steps": result.steps, "tokens": result.tokens, "train_seconds": result.seconds,
             "eval_seconds": result.eval_seconds,
-            "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params}
+            "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params,
+            "first_step_seconds": result.first_step_seconds,
+            "compile_cache_hits": result.compile_cache.get("fx_hit"),
+            "compile_cache_misses": result.compile_cache.get("fx_miss")}
 
 
 def curve_columns(cfg: dict[str, Any], result: TrainResult) -> dict[str, list]:

@@ -21,14 +21,15 @@ def trial_cost(spec: SweepSpec) -> Any:
     return lambda config: sizes[config["point"]["width"]] * config["model"]["householder"]
 
 
-def trainable(spec: SweepSpec) -> Any:
-    """The Tune function of every trial, with its resources: a one-device trial (run_trial) spec.resources.cpu CPUs
-    and the GPU share packing chooses; a data-parallel one (run_data_parallel) drives its TorchTrainer's workers,
-    `cpu` CPUs and a whole GPU each where its width would get any GPU share, from the head node (driver_resources).
-    ValueError when a data-parallel width needs more than the cluster has."""
+Resources = dict[tuple[int, str], dict[str, float]]  # per (width, optimizer): {"CPU": c, "GPU": g}
+
+
+def trial_resources(spec: SweepSpec) -> tuple[Resources, Resources]:
+    """(each data-parallel worker's resources, each trial's Tune bundle) per (width, optimizer): a one-device trial
+    gets spec.resources.cpu CPUs and the GPU share packing chooses; a data-parallel one's workers `cpu` CPUs and a
+    whole GPU each where its width would get any GPU share, its driver a share of the head node (driver_resources).
+    Needs Ray initialised; ValueError when a data-parallel width needs more than the cluster has."""
     import ray
-    from ray import tune
-    from ray.tune.execution.placement_groups import PlacementGroupFactory
 
     cluster = ray.cluster_resources()
     memory = gpu_memory_bytes(spec.resources)
@@ -38,6 +39,16 @@ def trainable(spec: SweepSpec) -> Any:
     bundles = {(w, o): driver_resources(spec.resources.workers(w), workers[(w, o)], cluster)
                if spec.resources.workers(w) > 1 else {"CPU": spec.resources.cpu, "GPU": share}
                for (w, o), share in gpus.items()}
+    return workers, bundles
+
+
+def trainable(spec: SweepSpec) -> Any:
+    """The Tune function of every trial, with its resources (trial_resources): run_trial for a one-device trial,
+    run_data_parallel, which drives its TorchTrainer's workers, for a data-parallel one."""
+    from ray import tune
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+
+    workers, bundles = trial_resources(spec)
 
     def key(config: dict) -> tuple[int, str]:
         return config["trial"]["point"]["width"], config["trial"]["point"]["optimizer"]

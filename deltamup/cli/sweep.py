@@ -5,7 +5,9 @@ import argparse
 from pathlib import Path
 
 from deltamup.kernels.warm import Shape, warm_shapes
+from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
+from deltamup.sweeps import store
 from deltamup.sweeps.runner import run_sweep
 
 
@@ -21,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress lines")
     p.add_argument("--warm-kernels", action="store_true",
                    help="first compile the Triton kernels for the spec's head shapes, one process per shape, so that "
-                        "the trials find them in Triton's cache (on a GPU with the triton or auto kernel backend)")
+                        "the trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton "
+                        "or auto kernel backend; with compile: true the sweep's compile warm-up does this too)")
     p.set_defaults(run=run)
 
 
@@ -36,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
     if args.warm_kernels:
+        use_cache(store.compile_cache_dir(out))  # the folder the trials' Triton cache is in (sweeps.trial)
         warm_kernels(spec)
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
               progress_every=args.progress_every)

@@ -1,0 +1,85 @@
+"""Compile a sweep's graphs before its trials start (train.compile on): one training step per distinct graph, each in
+a Ray task with its trial's resources, into the sweep's compile cache (DIR/compile-cache, scaling.compile_cache), so
+that every trial finds its graph on disk instead of compiling it side by side with the trials that start with it.
+
+What a trial's compiled graph depends on (graph_key): the model config at its width, the forward multipliers (Python
+floats, constants of the graph: SP and GDN-µP at one width are two graphs, a swept output_mult one more per value, and
+parametrizations whose multipliers are equal share one), the batch shape, bf16 and the device kind. The learning rate,
+the seed, the optimizer's settings and the schedule are not in it: the optimizer step is not compiled. Data-parallel
+trials (resources.workers_per_trial > 1) are not warmed: DDP splits the graph differently; they compile their own.
+
+    warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed"}
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+import torch
+
+from deltamup.console import duration
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import BaseHparams, multipliers
+from deltamup.scaling.compile_cache import use_cache
+from deltamup.scaling.train import train
+
+from .spec import SweepSpec
+from .trial import build_trial, placement
+from .tuner import trial_resources
+
+
+def graph_key(cfg: dict[str, Any], on_gpu: bool) -> tuple:
+    """What the compiled graph of trial config `cfg` (trial.trial_config) depends on (module docstring)."""
+    point, model = cfg["point"], ModelConfig(**cfg["model"])
+    factors = multipliers(point["parametrization"], point["optimizer"], model.width_mult, model.width,
+                          BaseHparams.of(point.get("hparams", {})))
+    return (json.dumps(cfg["model"], sort_keys=True), dataclasses.astuple(factors), cfg["batch_size"],
+            cfg["seq_len"], cfg["train"]["bf16"], on_gpu)
+
+
+def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Trains trial `cfg`'s model one step in this process (a Ray task), compiling its graph into the sweep's
+    cache; returns the step's first_step_seconds and the cache lookups (compile_cache.cache_counts)."""
+    use_cache(cfg["compile_cache"])
+    threads, device, _ = placement()
+    torch.set_num_threads(threads)
+    model, _, train_config, batches = build_trial(cfg, device)
+    result = train(model, cfg["point"]["parametrization"], dataclasses.replace(train_config, steps=1), batches,
+                   device=device)
+    return {"first_step_seconds": result.first_step_seconds, **result.compile_cache}
+
+
+def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Compiles each distinct graph among the one-device trial configs once, in parallel Ray tasks with the trials'
+    resources (so they pack on the GPUs as the trials do, at most spec.max_concurrent at once; each task's process
+    exits after it, freeing its GPU memory), in the order of `configs`. A graph that fails is reported and left to
+    its trials. Returns {"graphs": distinct graphs, "seconds": wall time, "failed": graphs that failed}."""
+    import ray
+
+    _, bundles = trial_resources(spec)
+    firsts: dict[tuple, tuple[dict[str, Any], dict[str, float]]] = {}
+    for cfg in (c for c in configs if c["workers"] == 1):
+        bundle = bundles[(cfg["point"]["width"], cfg["point"]["optimizer"])]
+        firsts.setdefault(graph_key(cfg, bundle["GPU"] > 0), (cfg, bundle))
+    began = time.time()
+    task = ray.remote(max_calls=1, max_retries=0)(warm_graph)
+    queue, running, seconds, failed = list(firsts.values()), {}, [], 0
+    while queue or running:
+        while queue and len(running) < (spec.max_concurrent or len(firsts)):
+            cfg, bundle = queue.pop(0)
+            running[task.options(num_cpus=bundle["CPU"], num_gpus=bundle["GPU"]).remote(cfg)] = cfg
+        (done,), _ = ray.wait(list(running))
+        cfg = running.pop(done)
+        try:
+            seconds.append(ray.get(done)["first_step_seconds"])
+        except ray.exceptions.RayError as e:
+            failed += 1
+            print(f"compile warm-up of {cfg['trial_id']} failed (its trials will compile it): "
+                  f"{str(e).strip().splitlines()[-1]}", flush=True)
+    took = time.time() - began
+    if firsts:
+        steps = f" (first steps {min(seconds):.0f}–{max(seconds):.0f} s)" if seconds else ""
+        print(f"compile warm-up: {len(firsts)} graph(s) in {duration(took)}{steps}, {failed} failed", flush=True)
+    return {"graphs": len(firsts), "seconds": took, "failed": failed}

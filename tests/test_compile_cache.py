@@ -1,0 +1,113 @@
+"""Compiled sweeps reuse compiled code (docs/sweeps-compile.md): the compile warm-up compiles each distinct graph once
+into DIR/compile-cache, every trial's process then finds it there (FX graph cache hits, no misses, a first step far
+shorter than the cold one), and the record and the cost summary carry the time before the first step.
+
+One real compile on the CPU (Inductor's C++ backend, about 40 s on a shared 2-core machine): the warm-up's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from deltamup.sweeps import cost, store
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps.progress import print_summary
+from deltamup.sweeps.runner import run_sweep
+from deltamup.sweeps.trial import result_columns, trial_config
+from deltamup.sweeps.warmup import graph_key
+
+# width = base width: SP and µP have the same forward multipliers there (all 1), so one graph serves all 4 trials
+COMPILED = {"name": "compiled", "model": {"kind": "gdn", "depth": 1, "heads": 1, "base_width": 16},
+            "task": {"name": "sample"}, "widths": [16], "lrs": [1e-3, 2e-3], "parametrizations": ["sp", "mup"],
+            "steps": 2, "batch_size": 1, "seq_len": 16, "log_every": 1, "compile": True, "eval": {"batches": 1},
+            "resources": {"cpu": 1, "gpu": 0}, "failure": {"retries": 0}}
+EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
+
+
+def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluster, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    run_sweep(specs.parse(COMPILED), out, progress_every=600)
+    (run,) = store.read_runs(out)
+    warmup = run["warmup_grid"]
+    assert warmup["graphs"] == 1 and warmup["failed"] == 0  # sp and mup at the base width: one graph
+    assert (store.compile_cache_dir(out) / "inductor" / "fxgraph").is_dir()
+    records = store.read_trials(out)
+    assert len(records) == 4 and {r.status for r in records} == {"ok"}
+    # every trial found its graph: on disk (its process's first trial) or in memory (a reused Ray actor)
+    assert all(r.compile_cache_misses == 0 for r in records)
+    assert any(r.compile_cache_hits == 2 for r in records)  # the forward and the backward graph, from disk
+    # the compile happened once, in the warm-up: a trial's first step (trace, load, one step) is far shorter
+    assert all(0 < r.first_step_seconds < warmup["seconds"] / 3 for r in records)
+    (width,) = cost.per_width(out)
+    assert 0 < width["first_step_share"] < 1
+    assert width["first_step_share"] == pytest.approx(sum(r.first_step_seconds for r in records) /
+                                                      sum(r.wall_seconds for r in records))
+    assert cost.totals(out)["warmup_seconds"] == pytest.approx(warmup["seconds"])
+    capsys.readouterr()
+    print_summary(out)
+    printed = capsys.readouterr().out
+    assert "compile warm-up" in printed and "of trial time before the first step" in printed
+    assert f"width 16 {width['first_step_share']:.0%}" in printed
+
+
+def test_the_graph_key_holds_what_the_graph_depends_on(tmp_path):
+    """Multipliers and shapes make a graph; the learning rate and the seed do not."""
+    spec = specs.parse({**COMPILED, "widths": [16, 32], "parametrizations": ["sp", "mup", "gdn-mup"],
+                        "seeds": [0, 1], "hparams": {"output_mult": [1.0, 2.0]}})
+    keys = {(p.parametrization, p.width, p.lr, p.seed, dict(p.hparams)["output_mult"]):
+            graph_key(trial_config(spec, p, tmp_path, run=1), on_gpu=False) for p in spec.grid()}
+    same = keys[("sp", 16, 1e-3, 0, 1.0)]
+    assert keys[("sp", 16, 2e-3, 1, 1.0)] == same and keys[("mup", 16, 1e-3, 0, 1.0)] == same
+    assert keys[("gdn-mup", 16, 1e-3, 0, 1.0)] != same  # its readout multiplier
+    assert keys[("sp", 32, 1e-3, 0, 1.0)] != same and keys[("sp", 16, 1e-3, 0, 2.0)] != same
+    assert keys[("mup", 32, 1e-3, 0, 1.0)] != keys[("sp", 32, 1e-3, 0, 1.0)]  # µP's logits 1/m off the base width
+    assert keys[("mup", 32, 1e-3, 0, 2.0)] == keys[("sp", 32, 1e-3, 0, 1.0)]  # logits 1/2 · 2 = 1: SP's graph
+    assert len(set(keys.values())) == 9  # width 16: 2 per output_mult (sp = mup, gdn-mup); width 32: 5 of 6
+
+
+def test_the_record_and_the_summary_carry_the_time_before_the_first_step(tmp_path, capsys):
+    """An uncompiled run records its first step too; the cost tables sum it per width against the trials' wall."""
+    from deltamup.models import ModelConfig
+    from deltamup.parametrizations import build_model
+    from deltamup.scaling.train import TrainConfig, train
+
+    spec = specs.parse({**COMPILED, "compile": False})
+    cfg = trial_config(spec, spec.grid()[0], tmp_path, run=1)
+    model = build_model(ModelConfig(**cfg["model"]), "sp", "adamw", seed=0)
+    batches = iter([(torch.randint(0, 32, (1, 16)), torch.randint(0, 32, (1, 16)))] * 3)
+    result = train(model, "sp", TrainConfig(steps=3, log_every=1), batches)
+    assert 0 < result.first_step_seconds <= result.seconds and result.compile_cache == {}
+    columns = result_columns(cfg, result, {"val_loss": 3.0}, 1)
+    assert columns["first_step_seconds"] == result.first_step_seconds
+    assert columns["compile_cache_hits"] is None and columns["compile_cache_misses"] is None
+    for trial_id, width, first, wall in (("a", 16, 3.0, 10.0), ("b", 16, 1.0, 10.0), ("c", 32, 5.0, 20.0),
+                                         ("d", 32, None, 20.0)):
+        store.write_trial(tmp_path, dict(trial_id=trial_id, run=1, width=width, status="ok", tokens=10,
+                                         started_at=0.0, finished_at=wall, wall_seconds=wall,
+                                         first_step_seconds=first), EMPTY_CURVE)
+    store.append_run(tmp_path, {"run": 1, "started_at": 0.0, "finished_at": 30.0, "wall_seconds": 30.0,
+                                "warmup_grid": {"graphs": 2, "seconds": 7.0, "failed": 0}})
+    rows = {r["width"]: r for r in cost.per_width(tmp_path)}
+    assert rows[16]["first_step_share"] == pytest.approx(4 / 20) and rows[16]["first_step_seconds"] == 2.0
+    assert rows[32]["first_step_share"] == pytest.approx(5 / 20)  # d has no first step: left out of both sums
+    total = cost.totals(tmp_path)
+    assert total["first_step_share"] == pytest.approx(9 / 40) and total["warmup_seconds"] == 7.0
+    print_summary(tmp_path)
+    printed = capsys.readouterr().out
+    assert "compile warm-up 7s, 22% of trial time before the first step" in printed
+    assert "width 16 20% (mean 2.0 s), width 32 25% (mean 5.0 s)" in printed
+
+
+def test_keep_sh_leaves_the_compile_cache_out(tmp_path):
+    import subprocess
+    import tarfile
+
+    sweep = tmp_path / "sweep"
+    for name in ("results/a.json", "compile-cache/inductor/fxgraph/x", "spec.yaml"):
+        (sweep / name).parent.mkdir(parents=True, exist_ok=True)
+        (sweep / name).write_text("{}")
+    subprocess.run(["bash", str(Path(__file__).parents[1] / "maintainers/gpu/keep.sh"), str(sweep),
+                    str(tmp_path / "sweep.tgz")], check=True)
+    names = tarfile.open(tmp_path / "sweep.tgz").getnames()
+    assert "./results/a.json" in names and not any("compile-cache" in n for n in names)
