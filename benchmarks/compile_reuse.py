@@ -64,6 +64,7 @@ def run_case(preset: dict, parametrization: str, seed: int, lr: float, steps: in
 def child(args: argparse.Namespace) -> None:
     """Runs one process's cases on --cache, printing one JSON line per case."""
     use_cache(args.cache)
+    torch.set_num_threads(args.threads)
     for label, parametrization, seed, lr in (COLD if args.child == "cold" else WARM):
         row = run_case(PRESETS[args.preset], parametrization, seed, lr, args.steps)
         print(json.dumps({"case": label, **row}), flush=True)
@@ -73,6 +74,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=sorted(PRESETS), help="model and batch (default: study on a GPU, else tiny)")
     p.add_argument("--steps", type=int, default=5, help="steps per case (≥ 2)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (a sweep trial's: resources.cpu)")
     p.add_argument("--cache", help="the cache folder (default: a new temporary one)")
     p.add_argument("--out", help="also write the table as markdown here")
     p.add_argument("--child", choices=["cold", "warm"], help=argparse.SUPPRESS)
@@ -86,7 +88,7 @@ def main() -> None:
     rows = []
     for which in ("cold", "warm"):
         cmd = [sys.executable, __file__, "--child", which, "--preset", args.preset, "--steps", str(args.steps),
-               "--cache", str(cache)]
+               "--threads", str(args.threads), "--cache", str(cache)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for row in rows[-(len(COLD) if which == "cold" else len(WARM)):]:
@@ -94,7 +96,8 @@ def main() -> None:
     cpu = f"{os.cpu_count()} CPU cores ({platform.machine()})"
     device = f"{torch.cuda.get_device_name()}, {cpu}" if torch.cuda.is_available() else cpu
     lines = [f"Measured {time.strftime('%Y-%m-%d')} on {device}; Python {platform.python_version()}, torch "
-             f"{torch.__version__}; preset {args.preset} {PRESETS[args.preset]}, {args.steps} steps a case. Command:",
+             f"{torch.__version__}; preset {args.preset} {PRESETS[args.preset]}, {args.steps} steps a case, "
+             f"{args.threads} torch thread(s). Command:",
              "", f"    python3 benchmarks/compile_reuse.py {' '.join(sys.argv[1:])}".rstrip(), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for row in rows:
