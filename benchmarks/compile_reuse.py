@@ -95,7 +95,8 @@ def main() -> None:
             print(row, flush=True)
     cpu = f"{os.cpu_count()} CPU cores ({platform.machine()})"
     device = f"{torch.cuda.get_device_name()}, {cpu}" if torch.cuda.is_available() else cpu
-    lines = [f"Measured {time.strftime('%Y-%m-%d')} on {device}; Python {platform.python_version()}, torch "
+    lines = ["# torch.compile reuse: a compiled trial's first step, cold, warm on disk and in the same process", "",
+             f"Measured {time.strftime('%Y-%m-%d')} on {device}; Python {platform.python_version()}, torch "
              f"{torch.__version__}; preset {args.preset} {PRESETS[args.preset]}, {args.steps} steps a case, "
              f"{args.threads} torch thread(s). Command:",
              "", f"    python3 benchmarks/compile_reuse.py {' '.join(sys.argv[1:])}".rstrip(), "",
