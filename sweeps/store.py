@@ -7,7 +7,8 @@
     DIR/results/<trial_id>.curve.parquet   its curve: loss, LR and gradient norm per step (written before the row)
     DIR/results/<trial_id>.attempt<N>.traceback.txt   the full traceback of each failed attempt
     DIR/results/quarantine/            result files found damaged, moved aside (their trials count as missing)
-    DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched)
+    DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched, compile
+                                       warm-ups: sweeps.warmup)
     DIR/gpu.csv                        nvidia-smi samples (time, gpu index, utilisation %, memory MiB), if any
     DIR/tensorboard/<trial_id>/        each trial's TensorBoard scalars (sweeps.tracking)
     DIR/optuna.db                      Optuna's studies (search: optuna; sweeps.search)
