@@ -1,6 +1,6 @@
-"""Forward of the chunked gated delta rule: a parallel per-chunk pass (gates, UT transform, w, u, the intra-chunk
-attention), a sequential pass over chunks that only carries the state (h before each chunk, v_new), and a parallel
-output pass.
+"""Forward of the chunked gated delta rule: a parallel per-chunk pass (gates, UT transform and the intra-chunk
+attention per chunk; then w, u per chunk and K or V column block), a sequential pass over chunks that only carries
+the state (h before each chunk, v_new), and a parallel output pass.
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
@@ -20,8 +20,19 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .solve import solve_tril_64
-from .tuning import OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks, state_configs
+from .solve import inv_diag, merge
+from .tuning import (
+    OUT_CONFIGS,
+    PAR_CONFIGS,
+    candidates,
+    chunk_matrix_dtype,
+    launch,
+    parallel_tiles,
+    precision,
+    solve_precision,
+    state_blocks,
+    state_configs,
+)
 from .utils import (
     CHUNK,
     add_trans_states,
@@ -40,21 +51,64 @@ from .utils import (
 
 
 @triton.jit
-def chunk_prepare_fwd_kernel(
-    q, k, v, g, beta, G_out, T_out, Aqk_out, w_out, u_out,
-    scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+def _rows16(x, tok, t0, T, H, D, d0, b: tl.constexpr, BD: tl.constexpr):
+    """The [16, BD] tile of rows t0 + 16b.. and columns d0.. of the [T, H, D] slice at x + tok·D (rows ≥ T: 0)."""
+    p, m = tile(t0 + 16 * b, T, H, D, d0, 16, BD)
+    return tl.load(x + tok * D + p, mask=m, other=0.0)
+
+
+@triton.jit
+def _pick16(x, b: tl.constexpr, C: tl.constexpr):
+    """Entries 16b.. of a [C] vector as a [16] vector (a masked sum, so exact)."""
+    r = tl.arange(0, 16)
+    c = tl.arange(0, C)
+    return tl.sum(tl.where(c[None, :] == 16 * b + r[:, None], x[None, :], 0.0), axis=1)
+
+
+@triton.jit
+def _gate(a, G_i, G_j, beta_i, DIAG: tl.constexpr):
+    """β_i e^{G_i − G_j} a_ij on a [16, 16] block of K Kᵀ; a diagonal block (DIAG) keeps only i > j."""
+    if DIAG:
+        r = tl.arange(0, 16)
+        m = r[:, None] > r[None, :]
+        d = tl.where(m, tl.exp(tl.where(m, G_i[:, None] - G_j[None, :], 0.0)), 0.0)
+    else:
+        d = tl.exp(G_i[:, None] - G_j[None, :])
+    return a * d * beta_i[:, None]
+
+
+@triton.jit
+def _store16(base, x, t0, T, H, C: tl.constexpr, bi: tl.constexpr, bj: tl.constexpr):
+    """Store x as the [16, 16] block (bi, bj) of a chunk's [C, C] matrix: rows t0 + 16bi.. (< T), stride H·C."""
+    p, m = tile(t0 + 16 * bi, T, H, C, 16 * bj, 16, 16)
+    tl.store(base + p, x.to(base.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _store_row16(base, x0, x1, x2, x3, t0, T, H, C: tl.constexpr, bi: tl.constexpr):
+    """Store block row bi (the four [16, 16] blocks x0..x3) of a chunk's [C, C] matrix."""
+    _store16(base, x0, t0, T, H, C, bi, 0)
+    _store16(base, x1, t0, T, H, C, bi, 1)
+    _store16(base, x2, t0, T, H, C, bi, 2)
+    _store16(base, x3, t0, T, H, C, bi, 3)
+
+
+@triton.jit
+def chunk_kkt_solve_fwd_kernel(
+    q, k, g, beta, G_out, T_out, Aqk_out,
+    scale, T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, KP: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (NT, B·H). Writes G [B,T,H], T and Aqk [B,T,H,C] (fp32), w [B,T,H,K] and u [B,T,H,V] (input dtype);
-    q and g have a row per token of NH micro-rows."""
+    """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1}, Aqk [B,T,H,C] (in their buffers' dtype); q and
+    g have a row per token of NH micro-rows. A = strict_lower(β K Kᵀ ⊙ D) never leaves registers: its ten 16×16
+    blocks on and below the diagonal accumulate from 16-row tiles of K (mm precision KP), the solve merges them with
+    dots at input_precision MP (solve.py); Aqk is one [C, C] product per K block (PREC)."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
     tq = tok_base(i_b, i_h, T, H, NH)  # the same in [B, T / NH, H]
-    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     if USE_G:
         r_g, m_g = row_map(t0, T, C, NH, 0)
         b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
@@ -62,31 +116,82 @@ def chunk_prepare_fwd_kernel(
         b_G = tl.zeros([C], dtype=tl.float32)
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
 
-    b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_qk = tl.zeros([C, C], dtype=tl.float32)
+    a00 = tl.zeros([16, 16], dtype=tl.float32)
+    a10, a11, a20, a21, a22, a30, a31, a32, a33 = a00, a00, a00, a00, a00, a00, a00, a00, a00
     for i_k in range(tl.cdiv(K, BK)):
-        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-        p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+        d0 = i_k * BK
+        p_k, m_k = tile(t0, T, H, K, d0, C, BK)
+        p_q, m_q = tile(t0, T, H, K, d0, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
         b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
-        b_kk += mm(b_k, tl.trans(b_k), k, PREC)
         b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+        k0 = _rows16(k, tok, t0, T, H, K, d0, 0, BK)
+        k1 = _rows16(k, tok, t0, T, H, K, d0, 1, BK)
+        k2 = _rows16(k, tok, t0, T, H, K, d0, 2, BK)
+        k3 = _rows16(k, tok, t0, T, H, K, d0, 3, BK)
+        a00 += mm(k0, tl.trans(k0), k, KP)
+        a10 += mm(k1, tl.trans(k0), k, KP)
+        a11 += mm(k1, tl.trans(k1), k, KP)
+        a20 += mm(k2, tl.trans(k0), k, KP)
+        a21 += mm(k2, tl.trans(k1), k, KP)
+        a22 += mm(k2, tl.trans(k2), k, KP)
+        a30 += mm(k3, tl.trans(k0), k, KP)
+        a31 += mm(k3, tl.trans(k1), k, KP)
+        a32 += mm(k3, tl.trans(k2), k, KP)
+        a33 += mm(k3, tl.trans(k3), k, KP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    tl.store(Aqk_out + tok * C + p_c, b_qk * decay(b_G, C, False) * scale, mask=m_c)
-    # A goes through T_out: the solve reads it back in 16×16 blocks and overwrites it with T = (I + A)^{-1}
-    tl.store(T_out + tok * C + p_c, b_kk * decay(b_G, C, True) * b_beta[:, None], mask=m_c)
-    tl.debug_barrier()
-    solve_tril_64(T_out + tok * C, t0, T, H, C)
-    tl.debug_barrier()
-    b_T = tl.load(T_out + tok * C + p_c, mask=m_c, other=0.0)
-    for i_k in range(tl.cdiv(K, BK)):
-        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_kb = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32) * (b_beta * tl.exp(b_G))[:, None]
-        tl.store(w_out + tok * K + p_k, mm(b_T, b_kb, k, PREC).to(w_out.dtype.element_ty), mask=m_k)
-    for i_v in range(tl.cdiv(V, BV)):
-        p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_vb = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32) * b_beta[:, None]
-        tl.store(u_out + tok * V + p_v, mm(b_T, b_vb, k, PREC).to(u_out.dtype.element_ty), mask=m_v)
+    tl.store(Aqk_out + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk_out.dtype.element_ty), mask=m_c)
+
+    r = tl.arange(0, 16)
+    G0, G1, G2, G3 = _pick16(b_G, 0, C), _pick16(b_G, 1, C), _pick16(b_G, 2, C), _pick16(b_G, 3, C)
+    be0 = tl.load(beta + tok + (t0 + r) * H, mask=t0 + r < T, other=0.0).to(tl.float32)
+    be1 = tl.load(beta + tok + (t0 + 16 + r) * H, mask=t0 + 16 + r < T, other=0.0).to(tl.float32)
+    be2 = tl.load(beta + tok + (t0 + 32 + r) * H, mask=t0 + 32 + r < T, other=0.0).to(tl.float32)
+    be3 = tl.load(beta + tok + (t0 + 48 + r) * H, mask=t0 + 48 + r < T, other=0.0).to(tl.float32)
+    t00, t11, t22, t33 = inv_diag(_gate(a00, G0, G0, be0, True), _gate(a11, G1, G1, be1, True),
+                                  _gate(a22, G2, G2, be2, True), _gate(a33, G3, G3, be3, True))
+    t10, t20, t21, t30, t31, t32 = merge(
+        t00, t11, t22, t33, _gate(a10, G1, G0, be1, False), _gate(a20, G2, G0, be2, False),
+        _gate(a21, G2, G1, be2, False), _gate(a30, G3, G0, be3, False), _gate(a31, G3, G1, be3, False),
+        _gate(a32, G3, G2, be3, False), MP)
+    z = tl.zeros([16, 16], dtype=tl.float32)
+    _store_row16(T_out + tok * C, t00, z, z, z, t0, T, H, C, 0)
+    _store_row16(T_out + tok * C, t10, t11, z, z, t0, T, H, C, 1)
+    _store_row16(T_out + tok * C, t20, t21, t22, z, t0, T, H, C, 2)
+    _store_row16(T_out + tok * C, t30, t31, t32, t33, t0, T, H, C, 3)
+
+
+@triton.jit
+def _wu_block(x, out, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """Columns d0.. (BD of them) of T (s ⊙ X) for X [T, H, D] at x + tok·D, into out (same layout)."""
+    p, m = tile(t0, T, H, D, d0, C, BD)
+    b_x = tl.load(x + tok * D + p, mask=m, other=0.0).to(tl.float32) * b_s[:, None]
+    tl.store(out + tok * D + p, mm(b_T, b_x, x, PREC).to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def chunk_wu_fwd_kernel(
+    k, v, beta, G, T_in, w, u,
+    T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+):
+    """Grid (K / BK + V / BV, NT, B·H): one column block of w = T (β e^G ⊙ K) [B,T,H,K] (the first K / BK
+    programs of a chunk) or of u = T (β ⊙ V) [B,T,H,V] (the rest), in k's and v's dtypes."""
+    i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    tok = i_b * T * H + i_h
+    t0 = i_t * C
+    rows = t0 + tl.arange(0, C)
+    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
+    NK = tl.cdiv(K, BK)
+    if i_c < NK:
+        b_s = b_beta * tl.exp(tl.load(G + tok + rows * H, mask=rows < T, other=0.0))
+        _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_s, C, BK, PREC)
+    else:
+        _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
 
 
 @triton.jit
@@ -145,6 +250,31 @@ def chunk_o_fwd_kernel(
     tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
+def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1
+                  ) -> dict[str, Tensor]:
+    """The per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
+    (chunk_matrix_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes."""
+    B, T, H, K = k.shape
+    V = v.shape[-1]
+    C = CHUNK
+    NT = triton.cdiv(T, C)
+    prec = precision(q.dtype, K, V)
+    G = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    Tinv = torch.empty(B, T, H, C, dtype=chunk_matrix_dtype(q.dtype, K, V), device=q.device)
+    Aqk = torch.empty_like(Tinv)
+    w = torch.empty_like(k)
+    u = torch.empty_like(v)
+    BK, BV = parallel_tiles(K, V)
+    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H),
+           (q, k, g if g is not None else beta, beta, G, Tinv, Aqk, scale, T),
+           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, **solve_precision(prec), NH=nh),
+           candidates(PAR_CONFIGS, K, V))
+    launch(chunk_wu_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV), NT, B * H),
+           (k, v, beta, G, Tinv, w, u, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec),
+           candidates(OUT_CONFIGS, K, V))
+    return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u)
+
+
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
               initial_state: Tensor | None, output_final_state: bool, nh: int = 1
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
@@ -156,17 +286,9 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     C = CHUNK
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
-    G = torch.empty(B, T, H, **f32)
-    Tinv = torch.empty(B, T, H, C, **f32)
-    Aqk = torch.empty(B, T, H, C, **f32)
-    w = torch.empty_like(k)
-    u = torch.empty_like(v)
     prec = precision(q.dtype, K, V)
+    G, Tinv, Aqk, w, u = chunk_prepare(q, k, v, g, beta, scale, nh).values()
     BKp, BVp = parallel_tiles(K, V)
-    launch(chunk_prepare_fwd_kernel, (NT, B * H),
-           (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh),
-           candidates(PAR_CONFIGS, K, V))
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)

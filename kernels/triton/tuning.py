@@ -87,6 +87,19 @@ def precision(dtype: torch.dtype, K: int, V: int) -> str:
     return "tf32" if is_narrow(K, V) else "half"
 
 
+def solve_precision(prec: str) -> dict[str, str]:
+    """How the UT solve multiplies (chunk_kkt_solve_fwd_kernel's KP and MP): K Kᵀ on 16-row tiles in the inputs'
+    dtype and the 16×16 block merge in tf32 where the rest multiplies in it ("half"; fla's operand forms); exact fp32
+    otherwise, so fp32 inputs stay exact and narrow heads run no 16-wide tensor-core dot (the Hopper rules above)."""
+    return dict(KP="half", MP="tf32") if prec == "half" else dict(KP="ieee", MP="ieee")
+
+
+def chunk_matrix_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
+    """dtype of the saved per-chunk [C, C] matrices T = (I + A)^{-1} and Aqk: the inputs' dtype where every dot
+    that reads them takes its operands in it (precision "half", so nothing is lost), fp32 otherwise."""
+    return dtype if precision(dtype, K, V) == "half" else torch.float32
+
+
 Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
 _chosen: dict[tuple, dict[str, int]] = {}
 
