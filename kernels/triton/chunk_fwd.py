@@ -271,7 +271,7 @@ def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tenso
            candidates(PAR_CONFIGS, K, V))
     launch(chunk_wu_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV), NT, B * H),
            (k, v, beta, G, Tinv, w, u, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec),
-           candidates(OUT_CONFIGS, K, V))
+           candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)
     return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u)
 
 
