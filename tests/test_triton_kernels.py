@@ -194,17 +194,18 @@ def test_narrow_heads_run_the_one_validated_form():
 def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
     """The forward's per-chunk pass against fp64, chunk by chunk: G = cumsum g, T = (I + A)^{-1} with zeros above
     the diagonal, Aqk = scale causal(Q Kᵀ ⊙ D), w = T(β e^G K), u = T(β V). β = 2 on runs of identical keys (A is as
-    far from small as it gets; runs cross the 16-row blocks of the solve), random gates."""
+    far from small as it gets; the second run spans all four 16-row blocks of its chunk), random gates slow enough
+    that the far blocks of T matter."""
     from deltamup.kernels.triton.chunk_fwd import chunk_prepare
     B, H, C, scale = 1, 2, 64, 0.3
     T = T_tok * nh
     x = make_inputs(B, T, H, K, V, "random", seed=5)
     k, beta = x["k"].clone(), x["beta"].clone()
     k[:, 10:30] = k[:, 10:11]
-    k[:, 70:95] = k[:, 70:71]
+    k[:, 66:128] = k[:, 66:67]
     beta[:, 5:40] = 2.0
     beta[:, 64:] = 2.0
-    q, g = x["q"][:, :T_tok], x["g"][:, :T_tok]
+    q, g = x["q"][:, :T_tok], 0.1 * x["g"][:, :T_tok]
     q, k, v, g, beta = (t.float().contiguous() for t in (q, k, x["v"], g, beta))
     saved = chunk_prepare(q, k, v, g, beta, scale, nh)
     r = torch.arange(T)  # the micro-rows: q at each token's last, g at its first (kernels/triton/utils.py, row_map)
@@ -227,7 +228,7 @@ def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
             got[name] = got[name][..., :n]
         for name in want:
             err = ((got[name] - want[name]).norm() / want[name].norm()).item()
-            assert err < 1e-5, f"chunk at {t0}: {name} relative error {err:.2e}"
+            assert err < 1e-4, f"chunk at {t0}: {name} relative error {err:.2e}"
 
 
 def test_custom_ops_pass_opcheck():

@@ -1,6 +1,6 @@
-"""Forward of the chunked gated delta rule: a parallel per-chunk pass (gates, UT transform and the intra-chunk
-attention per chunk; then w, u per chunk and K or V column block), a sequential pass over chunks that only carries
-the state (h before each chunk, v_new), and a parallel output pass.
+"""Forward of the chunked gated delta rule: a parallel per-chunk pass in two kernels (gates and the UT transform per
+chunk; then w, u and the intra-chunk attention per chunk and column block), a sequential pass over chunks that only
+carries the state (h before each chunk, v_new), and a parallel output pass.
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .solve import inv_diag, merge
+from .solve import solve_tril
 from .tuning import (
     OUT_CONFIGS,
     PAR_CONFIGS,
@@ -51,115 +51,35 @@ from .utils import (
 
 
 @triton.jit
-def _rows16(x, tok, t0, T, H, D, d0, b: tl.constexpr, BD: tl.constexpr):
-    """The [16, BD] tile of rows t0 + 16b.. and columns d0.. of the [T, H, D] slice at x + tok·D (rows ≥ T: 0)."""
-    p, m = tile(t0 + 16 * b, T, H, D, d0, 16, BD)
-    return tl.load(x + tok * D + p, mask=m, other=0.0)
-
-
-@triton.jit
-def _pick16(x, b: tl.constexpr, C: tl.constexpr):
-    """Entries 16b.. of a [C] vector as a [16] vector (a masked sum, so exact)."""
-    r = tl.arange(0, 16)
-    c = tl.arange(0, C)
-    return tl.sum(tl.where(c[None, :] == 16 * b + r[:, None], x[None, :], 0.0), axis=1)
-
-
-@triton.jit
-def _gate(a, G_i, G_j, beta_i, DIAG: tl.constexpr):
-    """β_i e^{G_i − G_j} a_ij on a [16, 16] block of K Kᵀ; a diagonal block (DIAG) keeps only i > j."""
-    if DIAG:
-        r = tl.arange(0, 16)
-        m = r[:, None] > r[None, :]
-        d = tl.where(m, tl.exp(tl.where(m, G_i[:, None] - G_j[None, :], 0.0)), 0.0)
-    else:
-        d = tl.exp(G_i[:, None] - G_j[None, :])
-    return a * d * beta_i[:, None]
-
-
-@triton.jit
-def _store16(base, x, t0, T, H, C: tl.constexpr, bi: tl.constexpr, bj: tl.constexpr):
-    """Store x as the [16, 16] block (bi, bj) of a chunk's [C, C] matrix: rows t0 + 16bi.. (< T), stride H·C."""
-    p, m = tile(t0 + 16 * bi, T, H, C, 16 * bj, 16, 16)
-    tl.store(base + p, x.to(base.dtype.element_ty), mask=m)
-
-
-@triton.jit
-def _store_row16(base, x0, x1, x2, x3, t0, T, H, C: tl.constexpr, bi: tl.constexpr):
-    """Store block row bi (the four [16, 16] blocks x0..x3) of a chunk's [C, C] matrix."""
-    _store16(base, x0, t0, T, H, C, bi, 0)
-    _store16(base, x1, t0, T, H, C, bi, 1)
-    _store16(base, x2, t0, T, H, C, bi, 2)
-    _store16(base, x3, t0, T, H, C, bi, 3)
-
-
-@triton.jit
 def chunk_kkt_solve_fwd_kernel(
-    q, k, g, beta, G_out, T_out, Aqk_out,
-    scale, T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
-    USE_G: tl.constexpr, PREC: tl.constexpr, KP: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
+    k, g, beta, G_out, T_out,
+    T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1}, Aqk [B,T,H,C] (in their buffers' dtype); q and
-    g have a row per token of NH micro-rows. A = strict_lower(β K Kᵀ ⊙ D) never leaves registers: its ten 16×16
-    blocks on and below the diagonal accumulate from 16-row tiles of K (mm precision KP), the solve merges them with
-    dots at input_precision MP (solve.py); Aqk is one [C, C] product per K block (PREC)."""
+    """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1} [B,T,H,C] (in T_out's dtype) for
+    A = strict_lower(β K Kᵀ ⊙ D), which never leaves registers (solve.py, products at input_precision MP); g has a row
+    per token of NH micro-rows."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
-    tq = tok_base(i_b, i_h, T, H, NH)  # the same in [B, T / NH, H]
     if USE_G:
         r_g, m_g = row_map(t0, T, C, NH, 0)
-        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
+        b_G = tl.cumsum(tl.load(g + tok_base(i_b, i_h, T, H, NH) + r_g * H, mask=m_g, other=0.0).to(tl.float32),
+                        axis=0)
     else:
         b_G = tl.zeros([C], dtype=tl.float32)
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
-
-    b_qk = tl.zeros([C, C], dtype=tl.float32)
-    a00 = tl.zeros([16, 16], dtype=tl.float32)
-    a10, a11, a20, a21, a22, a30, a31, a32, a33 = a00, a00, a00, a00, a00, a00, a00, a00, a00
+    b_kk = tl.zeros([C, C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
-        d0 = i_k * BK
-        p_k, m_k = tile(t0, T, H, K, d0, C, BK)
-        p_q, m_q = tile(t0, T, H, K, d0, C, BK, NH, NH - 1)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
-        b_qk += mm(b_q, tl.trans(b_k), k, PREC)
-        k0 = _rows16(k, tok, t0, T, H, K, d0, 0, BK)
-        k1 = _rows16(k, tok, t0, T, H, K, d0, 1, BK)
-        k2 = _rows16(k, tok, t0, T, H, K, d0, 2, BK)
-        k3 = _rows16(k, tok, t0, T, H, K, d0, 3, BK)
-        a00 += mm(k0, tl.trans(k0), k, KP)
-        a10 += mm(k1, tl.trans(k0), k, KP)
-        a11 += mm(k1, tl.trans(k1), k, KP)
-        a20 += mm(k2, tl.trans(k0), k, KP)
-        a21 += mm(k2, tl.trans(k1), k, KP)
-        a22 += mm(k2, tl.trans(k2), k, KP)
-        a30 += mm(k3, tl.trans(k0), k, KP)
-        a31 += mm(k3, tl.trans(k1), k, KP)
-        a32 += mm(k3, tl.trans(k2), k, KP)
-        a33 += mm(k3, tl.trans(k3), k, KP)
+        b_kk += mm(b_k, tl.trans(b_k), k, PREC)
+    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+    b_T = solve_tril(b_kk * decay(b_G, C, True) * b_beta[:, None], C, MP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    tl.store(Aqk_out + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk_out.dtype.element_ty), mask=m_c)
-
-    r = tl.arange(0, 16)
-    G0, G1, G2, G3 = _pick16(b_G, 0, C), _pick16(b_G, 1, C), _pick16(b_G, 2, C), _pick16(b_G, 3, C)
-    be0 = tl.load(beta + tok + (t0 + r) * H, mask=t0 + r < T, other=0.0).to(tl.float32)
-    be1 = tl.load(beta + tok + (t0 + 16 + r) * H, mask=t0 + 16 + r < T, other=0.0).to(tl.float32)
-    be2 = tl.load(beta + tok + (t0 + 32 + r) * H, mask=t0 + 32 + r < T, other=0.0).to(tl.float32)
-    be3 = tl.load(beta + tok + (t0 + 48 + r) * H, mask=t0 + 48 + r < T, other=0.0).to(tl.float32)
-    t00, t11, t22, t33 = inv_diag(_gate(a00, G0, G0, be0, True), _gate(a11, G1, G1, be1, True),
-                                  _gate(a22, G2, G2, be2, True), _gate(a33, G3, G3, be3, True))
-    t10, t20, t21, t30, t31, t32 = merge(
-        t00, t11, t22, t33, _gate(a10, G1, G0, be1, False), _gate(a20, G2, G0, be2, False),
-        _gate(a21, G2, G1, be2, False), _gate(a30, G3, G0, be3, False), _gate(a31, G3, G1, be3, False),
-        _gate(a32, G3, G2, be3, False), MP)
-    z = tl.zeros([16, 16], dtype=tl.float32)
-    _store_row16(T_out + tok * C, t00, z, z, z, t0, T, H, C, 0)
-    _store_row16(T_out + tok * C, t10, t11, z, z, t0, T, H, C, 1)
-    _store_row16(T_out + tok * C, t20, t21, t22, z, t0, T, H, C, 2)
-    _store_row16(T_out + tok * C, t30, t31, t32, t33, t0, T, H, C, 3)
+    tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
 
 
 @triton.jit
@@ -171,27 +91,41 @@ def _wu_block(x, out, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.co
 
 
 @triton.jit
-def chunk_wu_fwd_kernel(
-    k, v, beta, G, T_in, w, u,
-    T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
+def chunk_wu_aqk_fwd_kernel(
+    q, k, v, beta, G, T_in, w, u, Aqk,
+    scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (K / BK + V / BV, NT, B·H): one column block of w = T (β e^G ⊙ K) [B,T,H,K] (the first K / BK
-    programs of a chunk) or of u = T (β ⊙ V) [B,T,H,V] (the rest), in k's and v's dtypes."""
+    """Grid (K / BK + V / BV + 1, NT, B·H). The programs of a chunk write one column block each of w = T (β e^G ⊙ K)
+    [B,T,H,K] (the first K / BK) and u = T (β ⊙ V) [B,T,H,V] (the next V / BV), in k's and v's dtypes, and the
+    last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C] (in its buffer's dtype); q has a row per token of NH
+    micro-rows."""
     i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
-    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
-    p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
+    b_G, _ = load_gates(G + tok, t0, T, H, C)
     NK = tl.cdiv(K, BK)
-    if i_c < NK:
-        b_s = b_beta * tl.exp(tl.load(G + tok + rows * H, mask=rows < T, other=0.0))
-        _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_s, C, BK, PREC)
+    NV = tl.cdiv(V, BV)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    if i_c < NK + NV:
+        b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+        b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
+        if i_c < NK:
+            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_beta * tl.exp(b_G), C, BK, PREC)
+        else:
+            _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
     else:
-        _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
+        tq = tok_base(i_b, i_h, T, H, NH)
+        b_qk = tl.zeros([C, C], dtype=tl.float32)
+        for i_k in range(NK):
+            p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+            p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+            b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+            b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
+            b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+        tl.store(Aqk + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk.dtype.element_ty), mask=m_c)
 
 
 @triton.jit
@@ -265,12 +199,11 @@ def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tenso
     w = torch.empty_like(k)
     u = torch.empty_like(v)
     BK, BV = parallel_tiles(K, V)
-    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H),
-           (q, k, g if g is not None else beta, beta, G, Tinv, Aqk, scale, T),
-           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, **solve_precision(prec), NH=nh),
+    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, T),
+           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh),
            candidates(PAR_CONFIGS, K, V))
-    launch(chunk_wu_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV), NT, B * H),
-           (k, v, beta, G, Tinv, w, u, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec),
+    launch(chunk_wu_aqk_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV) + 1, NT, B * H),
+           (q, k, v, beta, G, Tinv, w, u, Aqk, scale, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
            candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)
     return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u)
 

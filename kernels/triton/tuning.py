@@ -87,11 +87,10 @@ def precision(dtype: torch.dtype, K: int, V: int) -> str:
     return "tf32" if is_narrow(K, V) else "half"
 
 
-def solve_precision(prec: str) -> dict[str, str]:
-    """How the UT solve multiplies (chunk_kkt_solve_fwd_kernel's KP and MP): K Kᵀ on 16-row tiles in the inputs'
-    dtype and the 16×16 block merge in tf32 where the rest multiplies in it ("half"; fla's operand forms); exact fp32
-    otherwise, so fp32 inputs stay exact and narrow heads run no 16-wide tensor-core dot (the Hopper rules above)."""
-    return dict(KP="half", MP="tf32") if prec == "half" else dict(KP="ieee", MP="ieee")
+def solve_precision(prec: str) -> str:
+    """input_precision of the UT solve's [C, C] products (solve.py): exact fp32 for fp32 inputs, tf32 otherwise (as
+    fla's solve; T is then multiplied in bf16/fp16 or at tf32 anyway)."""
+    return "ieee" if prec == "ieee" else "tf32"
 
 
 def chunk_matrix_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
