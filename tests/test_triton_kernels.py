@@ -232,8 +232,9 @@ def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
 
 
 def test_custom_ops_pass_opcheck():
-    """The kernels are torch custom ops: schema, fake (meta) shapes and autograd registration agree with what the
-    kernels return, with and without gate, initial and final state, and for DeltaProduct's micro-rows."""
+    """The kernels are torch custom ops: schema, fake (meta) shapes and dtypes and autograd registration agree with
+    what the kernels return, with and without gate, initial and final state, for DeltaProduct's micro-rows and for
+    half-precision inputs."""
     from deltamup.kernels.triton.function import chunk_gated_delta_fwd
     from deltamup.kernels.triton.l2norm import l2norm_fwd
     x = {n: (t.float() if t is not None else None) for n, t in make_inputs(1, 70, 2, 16, 32, "random").items()}
@@ -241,6 +242,8 @@ def test_custom_ops_pass_opcheck():
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], None, x["beta"], 0.25, None, False, 1))
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"][:, :35], x["k"], x["v"], x["g"][:, :35], x["beta"], 0.25,
                                                   None, True, 2))
+    h = {n: t.half() for n, t in make_inputs(1, 70, 2, 64, 64, "random").items()}  # T and Aqk saved in fp16
+    torch.library.opcheck(chunk_gated_delta_fwd, (h["q"], h["k"], h["v"], h["g"], h["beta"], 0.125, None, False, 1))
     torch.library.opcheck(l2norm_fwd, (x["q"], 1e-6))
 
 
