@@ -207,7 +207,8 @@ def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
     beta[:, 64:] = 2.0
     q, g = x["q"][:, :T_tok], 0.1 * x["g"][:, :T_tok]
     q, k, v, g, beta = (t.float().contiguous() for t in (q, k, x["v"], g, beta))
-    saved = chunk_prepare(q, k, v, g, beta, scale, nh)
+    saved = {name: t.cpu() for name, t in chunk_prepare(q, k, v, g, beta, scale, nh).items()}
+    q, k, v, g, beta = (t.cpu() for t in (q, k, v, g, beta))  # the fp64 reference on the CPU (also after a GPU run)
     r = torch.arange(T)  # the micro-rows: q at each token's last, g at its first (kernels/triton/utils.py, row_map)
     qm = torch.where((r % nh == nh - 1)[:, None, None], q[0, r // nh].double(), 0.0)  # [T, H, K]
     gm = torch.where((r % nh == 0)[:, None], g[0, r // nh].double(), 0.0)  # [T, H]
