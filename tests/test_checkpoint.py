@@ -19,6 +19,7 @@ from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.scaling.checkpoint import Checkpointing, fingerprint
 from deltamup.scaling.data import get_task
+from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, train
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
@@ -31,11 +32,25 @@ CONFIG = TrainConfig(lr=1e-2, steps=40, warmup_steps=4, log_every=4)
 HORIZONS = (10, 20, 40)
 
 
-def run(path: str | None, config: TrainConfig = CONFIG, pause_s: float = 0.0,
-        threads: int | None = None) -> tuple[TrainResult, torch.nn.Module, dict, list[int]]:
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as a trial of one CPU: runs compare bit for bit only at the same thread count (and one is
+    far faster than two for a tiny model on a shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Stop(Exception):
+    """Raised at a log boundary to stop a run part-way."""
+
+
+def run(path: str | None, config: TrainConfig = CONFIG, pause_s: float = 0.0, threads: int | None = None,
+        ranks: Ranks | None = None, stop_at: int | None = None) -> tuple[TrainResult, torch.nn.Module, dict, list[int]]:
     """(result, model, extra, steps evaluated) of CONFIG's run of the tiny model on the sample text, checkpointed to
-    `path` at every log boundary (None: not checkpointed), sleeping pause_s at each; the horizons' "validation loss"
-    (the train loss there) is kept in the checkpoint's extra."""
+    `path` at every log boundary (None: not checkpointed), sleeping pause_s at each (raising Stop at step stop_at);
+    the horizons' "validation loss" (the train loss there) is kept in the checkpoint's extra."""
     if threads is not None:
         torch.set_num_threads(threads)
     model = build_model(MODEL, "gdn-mup", "adamw", seed=0)
@@ -47,9 +62,13 @@ def run(path: str | None, config: TrainConfig = CONFIG, pause_s: float = 0.0,
         extra[f"h{step}"] = result.final_loss
         evaluated.append(step)
 
-    result = train(model, "gdn-mup", config, get_task("sample").train_batches(4, 32, seed=0),
-                   on_log=lambda step, rows: time.sleep(pause_s), eval_steps=HORIZONS, on_eval=on_eval,
-                   checkpointing=checkpointing)
+    def on_log(step: int, rows: list) -> None:
+        time.sleep(pause_s)
+        if step + 1 == stop_at:
+            raise Stop
+
+    result = train(model, "gdn-mup", config, get_task("sample").train_batches(4, 32, seed=0), on_log=on_log,
+                   eval_steps=HORIZONS, on_eval=on_eval, ranks=ranks, checkpointing=checkpointing)
     return result, model, extra, evaluated
 
 
@@ -96,6 +115,37 @@ def test_a_checkpoint_is_loaded_only_by_the_same_configuration(tmp_path, capsys)
     assert torch.load(path, weights_only=True)["fingerprint"] == fingerprint(other.to_dict())  # saved anew
 
 
+def data_parallel_rank(rank: int, folder: str) -> None:
+    """One of two gloo ranks: an uninterrupted run, a run stopped at step 24 and its continuation; the losses and
+    the final weights of the first and the last written to FOLDER/rank<rank>.pt."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
+    ranks, path = Ranks(rank, 2), f"{folder}/run.pt"
+    reference, model, _, _ = run(None, ranks=ranks)
+    try:
+        run(path, ranks=ranks, stop_at=24)
+    except Stop:
+        dist.barrier()  # a rerun starts once the stopped one is gone (a retry starts fresh workers)
+    resumed, resumed_model, _, _ = run(path, ranks=ranks)
+    torch.save({"losses": [reference.losses, resumed.losses], "from": resumed.resumed_from_step,
+                "weights": [model.state_dict(), resumed_model.state_dict()]}, f"{folder}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path):
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import data_parallel_rank as r; r"
+    children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r})"]) for rank in (0, 1)]
+    assert [child.wait(timeout=120) for child in children] == [0, 0]
+    for rank in (0, 1):
+        done = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        assert done["from"] == 20  # the last log boundary before the stop (every 4 steps)
+        reference, resumed = done["losses"]
+        assert resumed == reference and len(resumed) == CONFIG.steps
+        assert all(torch.equal(a, b) for a, b in zip(*(w.values() for w in done["weights"]), strict=True))
+
+
 @pytest.mark.parametrize("setting, problem", [
     ({"every_s": -1}, "'checkpoint.every_s': must be ≥ 0 seconds"),
     ({"every_s": "often"}, "'checkpoint.every_s': expected a number"),
@@ -128,12 +178,7 @@ def test_a_killed_driver_resumes_its_running_trial_from_its_checkpoint(cluster, 
     assert curve["step"] == list(range(400))  # every step once: the steps before the checkpoint from the file
     assert not any(partial.parent.iterdir())  # removed once the row was written
     # the trial as one uninterrupted run, here (one thread, as the trial's one CPU)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        cfg = trial_config(spec, point, out, run=1) | {"checkpoint": {"every_s": 0}}
-        result, val_losses, _, _ = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
-    finally:
-        torch.set_num_threads(threads)
+    cfg = trial_config(spec, point, out, run=1) | {"checkpoint": {"every_s": 0}}
+    result, val_losses, _, _ = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
     assert curve["train_loss"] == [loss for _, loss, _ in result.losses]
     assert {c: record.extra[c] for c in val_losses} == val_losses and len(val_losses) == 3  # every horizon
