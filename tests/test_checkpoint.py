@@ -3,6 +3,7 @@ checkpoint and ends exactly as the uninterrupted run; a checkpoint of another co
 whose driver is killed resumes its running trial from its checkpoint. Tiny models (width 32, depth 1) on the CPU."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -124,10 +125,9 @@ def data_parallel_rank(rank: int, folder: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
     ranks, path = Ranks(rank, 2), f"{folder}/run.pt"
     reference, model, _, _ = run(None, ranks=ranks)
-    try:
+    with contextlib.suppress(Stop):
         run(path, ranks=ranks, stop_at=24)
-    except Stop:
-        dist.barrier()  # a rerun starts once the stopped one is gone (a retry starts fresh workers)
+    dist.barrier()  # the rerun starts once the stopped run is gone on every rank (as a retry's fresh workers)
     resumed, resumed_model, _, _ = run(path, ranks=ranks)
     torch.save({"losses": [reference.losses, resumed.losses], "from": resumed.resumed_from_step,
                 "weights": [model.state_dict(), resumed_model.state_dict()]}, f"{folder}/rank{rank}.pt")
@@ -137,7 +137,11 @@ def data_parallel_rank(rank: int, folder: str) -> None:
 def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path):
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import data_parallel_rank as r; r"
     children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r})"]) for rank in (0, 1)]
-    assert [child.wait(timeout=120) for child in children] == [0, 0]
+    try:
+        assert [child.wait(timeout=120) for child in children] == [0, 0]
+    finally:
+        for child in children:
+            child.kill()
     for rank in (0, 1):
         done = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
         assert done["from"] == 20  # the last log boundary before the stop (every 4 steps)
