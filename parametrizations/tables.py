@@ -159,5 +159,20 @@ GDN_MUP_ADAMEPS = replace(
     rules={role: replace(rule, eps={"adamw": _EPS.get(role, 1 / m), "sgd": 1})
            for role, rule in GDN_MUP.rules.items()})
 
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with naive µP's gate rules: W_α, W_β initialised with a width-independent std and trained like vectors
+# (AdamW LR × 1; SGD × m), A_log and dt_bias at the base LR — GDN-µP's √d and every other rule kept. What the gate
+# rules alone buy: the gate pre-activations then grow like √d at init (GATE_BLOWUP), as under naive µP.
+_MUP_GATES = {role: replace(GDN_MUP.rules[role], init=MUP.rules[role].init, lr=MUP.rules[role].lr)
+              for role in (Role.GATE_MATRIX, Role.GATE_SCALAR)}
+GDN_MUP_MUPGATES = replace(
+    GDN_MUP, name="gdn-mup-mupgates",
+    summary="GDN-µP with naive µP's gate rules (W_α, W_β: init σ, LR like vectors; A_log, dt_bias: base LR).",
+    rules={**GDN_MUP.rules, **_MUP_GATES},
+    expect={opt: {**{k: v for k, v in probes.items() if k != "update.gate_matrix"},
+                  "alpha_pre": GATE_BLOWUP, "beta_pre": GATE_BLOWUP,
+                  **({"update.gate_matrix": UPDATE_FLAT} if opt == "adamw" else {})}
+            for opt, probes in GDN_MUP.expect.items()})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
-                                                            GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS)}
+                                                            GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES)}

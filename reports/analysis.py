@@ -163,7 +163,7 @@ def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
     curves = sweep.curves
     if curves is not None and "trial_id" in trials.columns:
         curves = curves.filter(pl.col("trial_id").is_in(trials["trial_id"].to_list()))
-    spec = {**sweep.spec, "widths": [w for w in sweep.spec.get("widths", widths) if w in widths] or list(widths)}
+    spec = {**sweep.spec, "widths": [w for w in sweep.spec.get("widths", widths) if w in widths]}
     return dataclasses.replace(sweep, spec=spec, trials=trials, curves=curves)
 
 
@@ -171,8 +171,9 @@ def expand_grid(spec: dict) -> pl.DataFrame:
     """Every trial a sweep spec's grid asks for: (parametrization, optimizer, width, lr, seed), the parametrization
     labelled with its hparams as in with_hparams_label. The expansion is the
     sweep engine's own (sweeps.spec.parse(...).grid()), so "missing" means exactly what the engine would still run;
-    a malformed spec raises its SpecError (a ValueError naming the field)."""
-    points = parse({"name": "sweep", **spec}, open_task=False).grid()
+    a malformed spec raises its SpecError (a ValueError naming the field). No widths (a restriction to widths the
+    spec as last run does not name): no grid points."""
+    points = parse({"name": "sweep", **spec}, open_task=False).grid() if spec.get("widths", True) else []
     return pl.DataFrame([dict(parametrization=p.label, optimizer=p.optimizer, width=p.width, lr=p.lr,
                               seed=p.seed) for p in points],
                         schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,

@@ -14,6 +14,8 @@ from torch import Tensor, nn
 
 from deltamup import parametrizations
 
+from . import checkpoint
+from .checkpoint import Checkpointing
 from .compile_cache import cache_counts, counts_since
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 from .data_parallel import Ranks
@@ -135,7 +137,8 @@ class TrainResult:
     tokens: int = 0
     seconds: float = 0.0            # training time, on_eval's excluded
     eval_seconds: float = 0.0       # time spent in on_eval
-    first_step_seconds: float | None = None  # loop start to the end of step 0, synced: compile + autotune + one step
+    resumed_from_step: int = 0      # steps restored from a checkpoint (0: trained in one go)
+    first_step_seconds: float | None = None  # loop start to the end of its first step, synced (compile, one step)
     compile_cache: dict[str, int] = field(default_factory=dict)  # compile_cache.cache_counts() of the run (compile)
 
     @property
@@ -154,33 +157,46 @@ class TrainResult:
 def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: Iterator[Batch],
           on_log: Callable[[int, list[tuple[int, float, float]]], None] | None = None,
           device: torch.device | str | None = None, eval_steps: Collection[int] = (),
-          on_eval: Callable[[int, TrainResult], None] | None = None, ranks: Ranks | None = None) -> TrainResult:
+          on_eval: Callable[[int, TrainResult], None] | None = None, ranks: Ranks | None = None,
+          checkpointing: Checkpointing | None = None) -> TrainResult:
     """Trains `config.steps` steps. Every `log_every` steps the losses are synced, checked (a non-finite loss ends
     training with diverged=True) and handed to on_log(step, new_rows). After n steps, n in `eval_steps`, the losses
     are synced and checked the same way and, unless diverged, on_eval(n, result so far) runs (e.g. a validation
     loss: the model is in train mode again when the loop continues).
 
     ranks: train data-parallel as one of ranks.world ranks (scaling.data_parallel): `batches` are the global
-    batches, the logged losses the global batch's, result.tokens counts every rank's."""
+    batches, the logged losses the global batch's, result.tokens counts every rank's.
+
+    checkpointing: continue from the checkpoint at checkpointing.path if it holds one of this run (every rank loads
+    it; the batches its steps consumed are drawn again and dropped: exact, at the data pipeline's cost), and save one
+    (rank 0) at a log boundary, after on_log and on_eval, once checkpointing.every_s seconds have passed since the
+    previous save (scaling.checkpoint). The result equals the uninterrupted run's, bit for bit on a CPU; a horizon
+    evaluated before the checkpoint is not evaluated again; train seconds include the saves."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     optimizer = make_optimizer(model, parametrization, config)
+    result, pending = TrainResult(grad_clip=config.grad_clip), []
+    if checkpointing is not None:  # before DDP's wrap (every rank loads it) and the sharding (global batches)
+        result = checkpoint.restore(checkpointing, model, optimizer, result)
+        result.resumed_from_step = result.steps
+        for _ in range(result.steps):
+            next(batches)
     loss_fn, stepped = loss_function(config), model
     if ranks is not None:
         loss_fn, stepped, batches = ranks.loss(loss_fn), ranks.wrap(model, device), ranks.shard(batches)
-    result, pending = TrainResult(grad_clip=config.grad_clip), []
     before = cache_counts() if config.compile else None
-    start = time.perf_counter()
-    for step in range(config.steps):
+    start = time.perf_counter() - result.seconds - result.eval_seconds  # a resumed run's clock goes on
+    began, first = time.perf_counter(), result.steps
+    for step in range(result.steps, config.steps):
         inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
         loss = loss_fn(stepped, (inputs, targets))
         result.tokens += inputs.numel() * (ranks.world if ranks is not None else 1)
         result.steps = step + 1
         norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
-        if step == 0:
+        if step == first:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            result.first_step_seconds = time.perf_counter() - start
+            result.first_step_seconds = time.perf_counter() - began
         pending.append((step, loss.detach(), lr_factor(step, config), norm))
         evaluate = on_eval is not None and step + 1 in eval_steps
         if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
@@ -203,6 +219,9 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
                 on_eval(step + 1, result)
                 model.train()
                 result.eval_seconds += time.perf_counter() - began
+            if checkpointing is not None and checkpointing.due() and (ranks is None or ranks.rank == 0):
+                result.seconds = time.perf_counter() - start - result.eval_seconds
+                checkpoint.save(checkpointing, model, optimizer, result)
     result.seconds = time.perf_counter() - start - result.eval_seconds
     if before is not None:
         result.compile_cache = counts_since(before)

@@ -7,10 +7,11 @@ and no more drivers wait at once than the cluster can run.
 
 Every rank runs the one-device trial's training and evaluation (sweeps.trial.train_and_evaluate) as one of N ranks
 (scaling.data_parallel: the spec's batch_size is the global batch, results do not depend on N); rank 0 writes the
-trial's row and curve and keeps its TensorBoard/MLflow logs. A trial whose workers fail keeps the first failing
-rank's traceback and raises to Ray Tune, which reruns it `failure.retries` times and then records it as an error,
-as it does a one-device trial (sweeps.tuner). A data-parallel trial reports to Ray Tune once, at its end: no
-intermediate results, so a searcher does not prune it.
+trial's row and curve and keeps its TensorBoard/MLflow logs. Checkpoints (checkpoint.every_s): rank 0 saves them, and
+every rank of a rerun continues from the same one (the sweep directory is on a filesystem every node mounts). A trial
+whose workers fail keeps the first failing rank's traceback and raises to Ray Tune, which reruns it
+`failure.retries` times and then records it as an error, as it does a one-device trial (sweeps.tuner). A
+data-parallel trial reports to Ray Tune once, at its end: no intermediate results, so a searcher does not prune it.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from deltamup.scaling.checkpoint import discard
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.data_parallel import Ranks
 
@@ -54,7 +56,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     ranks = Ranks(context.get_world_rank(), context.get_world_size())
     out = sweep_dir(cfg)
-    use_cache(cfg["compile_cache"])
+    use_cache(store.compile_cache_dir(out))
     threads, _, gpu_ids = placement()
     torch.set_num_threads(threads)
     device = ray.train.torch.get_device()
@@ -76,6 +78,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
             "node_id": node_id(), "started_at": started, "finished_at": time.time()})
         record["worker_nodes"] = [node for node, _ in places]
         store.write_trial(out, record, curve)
+        discard(store.partial_path(out, cfg["trial_id"]))
         tracker.close(record)
 
 

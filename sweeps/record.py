@@ -18,13 +18,14 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   metrics such as acc_test_len or acc@128, val_loss_h50, …). A key the record does not name lands
                   here when a record is read, so new scalar results need no schema change.
     cost          steps, tokens, train_seconds, eval_seconds (validation at the horizons), tokens_per_s, params,
-                  attempts (the failed attempts, + 1 for the one that finished), device, threads, gpu_ids,
-                  node_id, started_at, finished_at (unix s), wall_seconds, gpu_util (%, filled in by
-                  store.consolidate), tracebacks (names of the files in results/ holding each failed attempt's
-                  traceback, over every run of the sweep), first_step_seconds (training loop start to the end of
-                  step 0, synced: compile + autotune + one step), compile_cache_hits and compile_cache_misses (the
-                  FX graph cache's, one per forward or backward graph the trial compiled; 0 and 0 when its process
-                  had the graph in memory; None without compile)
+                  attempts (the failed attempts, + 1 for the one that finished), resumed_from_step (the steps the
+                  finishing attempt took over from a checkpoint, scaling.checkpoint; 0: it trained in one go),
+                  device, threads, gpu_ids, node_id, started_at, finished_at (unix s), wall_seconds, gpu_util (%,
+                  filled in by store.consolidate), tracebacks (names of the files in results/ holding each failed
+                  attempt's traceback, over every run of the sweep), first_step_seconds (training loop start to the
+                  end of its first step, synced: compile + autotune + one step), compile_cache_hits and
+                  compile_cache_misses (the FX graph cache's, one per forward or backward graph the trial compiled;
+                  0 and 0 when its process had the graph in memory; None without compile)
 
 from_row checks a parsed file: a JSON object; trial_id and status present and strings; every field it names of its
 type (ints for ints, numbers for floats, a list of strings for gpu_ids and tracebacks); width ≥ 1 and lr > 0 where
@@ -51,9 +52,9 @@ CONFIG_FIELDS = ("task", "max_steps", "batch_size", "seq_len", "beta1", "beta2",
                    if f.name not in ("optimizer", "lr", "seed", "steps", "betas")))
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",
            "clipped_fraction")
-COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "device", "threads",
-        "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util", "tracebacks",
-        "first_step_seconds", "compile_cache_hits", "compile_cache_misses")
+COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "resumed_from_step",
+        "device", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util",
+        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses")
 Scalar = str | int | float | bool | None
 
 
@@ -98,6 +99,7 @@ class TrialRecord:
     tokens_per_s: float | None = None
     params: int | None = None
     attempts: int | None = None
+    resumed_from_step: int | None = None
     device: str | None = None
     threads: int | None = None
     gpu_ids: list[str] | None = None

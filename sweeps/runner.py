@@ -34,8 +34,8 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every service bound to 127.0.0.1
                  "RAY_AUTH_MODE": "token"}  # token auth: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
-RESUMABLE_CHANGES = GRID_AXES + ("hparams", "name", "resources", "failure", "search", "refine", "optuna", "tracking",
-                                 "max_concurrent", "limits")
+RESUMABLE_CHANGES = GRID_AXES + ("hparams", "name", "resources", "failure", "checkpoint", "search", "refine", "optuna",
+                                 "tracking", "max_concurrent", "limits")
 
 
 def configure_ray_env(local: bool) -> None:

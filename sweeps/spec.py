@@ -16,6 +16,7 @@
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
                                                                # workers_per_trial: N | {width: N} (data-parallel)
     failure: {retries: 1}
+    checkpoint: {every_s: 300}                                 # save a running trial this often (s); 0: never
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
     hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams)
@@ -110,6 +111,13 @@ class FailureSpec:
 
 
 @dataclass(frozen=True)
+class CheckpointSpec:
+    every_s: float = 300.0           # a running trial saves its state to DIR/partial/<trial_id>.pt at the first log
+                                     # boundary this many seconds after its previous save; a rerun (a retry, a
+                                     # resume) continues from it; 0: no checkpoints
+
+
+@dataclass(frozen=True)
 class LimitSpec:
     """Sizes refused before anything starts (absurd values would spend minutes allocating or expanding the grid)."""
 
@@ -194,6 +202,7 @@ class SweepSpec:
     eval: EvalSpec = EvalSpec()
     resources: ResourceSpec = ResourceSpec()
     failure: FailureSpec = FailureSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
     search: str = "grid"
     refine: RefineSpec = RefineSpec()
     optuna: OptunaSpec = OptunaSpec()
@@ -271,7 +280,7 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
     for key, value in raw.items():
         if key in TRAIN_KEYS:
             values["train"][key] = _typed(value, train_hints[key], key)
-        elif key in ("eval", "resources", "failure", "refine", "optuna", "tracking", "limits"):
+        elif key in ("eval", "resources", "failure", "checkpoint", "refine", "optuna", "tracking", "limits"):
             values[key] = _section(hints[key], value, key)
         elif key == "lrs":
             values[key] = _lrs(value)
@@ -338,6 +347,9 @@ def _check(spec: SweepSpec) -> None:
         raise SpecError("eval.batch_size", f"must be positive, got {spec.eval.batch_size}")
     if spec.failure.retries < 0:
         raise SpecError("failure.retries", f"must not be negative, got {spec.failure.retries}")
+    if spec.checkpoint.every_s < 0:
+        raise SpecError("checkpoint.every_s", f"must be ≥ 0 seconds (0: no checkpoints), "
+                        f"got {spec.checkpoint.every_s}")
     if not 0 < spec.eval.smooth_last <= 1:
         raise SpecError("eval.smooth_last", f"must be in (0, 1], got {spec.eval.smooth_last}")
     if spec.search not in SEARCHES:

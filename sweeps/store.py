@@ -7,6 +7,8 @@
     DIR/results/<trial_id>.curve.parquet   its curve: loss, LR and gradient norm per step (written before the row)
     DIR/results/<trial_id>.attempt<N>.traceback.txt   the full traceback of each failed attempt
     DIR/results/quarantine/            result files found damaged, moved aside (their trials count as missing)
+    DIR/partial/<trial_id>.pt          a running (or killed) trial's last checkpoint (scaling.checkpoint), removed
+                                       once its row is written; a rerun of the trial continues from it
     DIR/runs.jsonl                     one line per driver invocation (wall time, trials launched, compile
                                        warm-ups: sweeps.warmup)
     DIR/gpu.csv                        nvidia-smi samples (time, gpu index, utilisation %, memory MiB), if any
@@ -52,6 +54,11 @@ def record_path(out: Path, trial_id: str) -> Path:
 
 def curve_path(out: Path, trial_id: str) -> Path:
     return results_dir(out) / f"{trial_id}.curve.parquet"
+
+
+def partial_path(out: Path, trial_id: str) -> Path:
+    """The trial's checkpoint: it depends on the trial id only, so a retry and a resumed sweep both find it."""
+    return Path(out) / "partial" / f"{trial_id}.pt"
 
 
 def compile_cache_dir(out: Path) -> Path:

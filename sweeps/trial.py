@@ -11,6 +11,11 @@ its full traceback next to the record (results/<trial_id>.attempt<N>.traceback.t
 reruns the trial in a fresh worker `failure.retries` times (FailureConfig) before the driver records it as status
 "error" (sweeps/tuner.py).
 A trial of more than one worker (resources.workers_per_trial) trains data-parallel instead: sweeps.parallel.
+
+Every checkpoint.every_s seconds (at a log boundary) the trial saves its state to DIR/partial/<trial_id>.pt
+(scaling.checkpoint); a rerun of the trial (Ray's retry, a resumed sweep) continues from there if the checkpoint is
+of the same trial config (its fingerprint: everything but run, out and checkpoint), and records resumed_from_step.
+The checkpoint is removed once the trial's row is written (or the trial is pruned); an errored trial keeps it.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import torch
 from deltamup.models import DeltaLM, ModelConfig
 from deltamup.parametrizations import BaseHparams, build_model
 from deltamup.parametrizations.hparams import label
+from deltamup.scaling.checkpoint import Checkpointing, discard, fingerprint
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.data import Batch, Task, get_task
 from deltamup.scaling.data_parallel import Ranks
@@ -58,7 +64,7 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
             "tracking": dataclasses.asdict(spec.tracking), "workers": spec.resources.workers(point.width),
-            "compile_cache": str(store.compile_cache_dir(out).resolve())}
+            "checkpoint": dataclasses.asdict(spec.checkpoint)}
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -67,7 +73,7 @@ def run_trial(config: dict[str, Any]) -> None:
 
     cfg = config["trial"]
     out = sweep_dir(cfg)
-    use_cache(cfg["compile_cache"])
+    use_cache(store.compile_cache_dir(out))
     threads, device, gpu_ids = placement()
     torch.set_num_threads(threads)
     started = last_report = time.time()
@@ -84,6 +90,7 @@ def run_trial(config: dict[str, Any]) -> None:
         outcome = train_and_evaluate(cfg, device, report, tracker)
     except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
         tracker.close({"status": "pruned"})
+        discard(store.partial_path(out, cfg["trial_id"]))
         raise
     except Exception:
         keep_traceback(out, cfg["trial_id"])
@@ -96,6 +103,7 @@ def run_trial(config: dict[str, Any]) -> None:
                                                 "node_id": node_id(), "started_at": started,
                                                 "finished_at": time.time()})
     store.write_trial(out, record, curve)
+    discard(store.partial_path(out, cfg["trial_id"]))
     tracker.close(record)
     tune.report(final_report(record))
 
@@ -175,13 +183,25 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
                     "train_loss": finite_or_inf(result.final_loss)}, now=True)
 
     result = train(model, point["parametrization"], train_config, batches, device=device, on_log=on_log,
-                   eval_steps=set(horizons.values()), on_eval=on_eval, ranks=ranks)
+                   eval_steps=set(horizons.values()), on_eval=on_eval, ranks=ranks,
+                   checkpointing=trial_checkpointing(cfg, val_losses))
     if tracker is not None:
         tracker.grad_norms(result.grad_norms)
     if result.diverged:
         return result, val_losses, params, {}
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
     return result, val_losses, params, metrics
+
+
+def trial_checkpointing(cfg: dict[str, Any], val_losses: dict[str, float]) -> Checkpointing | None:
+    """The trial's checkpoints (None when checkpoint.every_s is 0): DIR/partial/<trial_id>.pt, fingerprinted by
+    the trial config less run, out and checkpoint (which a resumed sweep may change), holding `val_losses`."""
+    every_s = cfg["checkpoint"]["every_s"]
+    if not every_s:
+        return None
+    config = {k: v for k, v in cfg.items() if k not in ("run", "out", "checkpoint")}
+    return Checkpointing(store.partial_path(Path(cfg["out"]), cfg["trial_id"]), every_s, fingerprint(config),
+                         val_losses)
 
 
 @torch.no_grad()
@@ -235,7 +255,7 @@ def result_columns(cfg: dict[str, Any], result: TrainResult, val_losses: dict[st
             "val_loss": math.inf if result.diverged else list(horizons.values())[-1], **horizons,
             "smoothed_loss": math.inf if result.diverged else
             finite_or_inf(smoothed_loss(losses, smooth["smooth_last"], smooth["smooth_span"])),
-            "clipped_fraction": result.clipped_fraction,
+            "clipped_fraction": result.clipped_fraction, "resumed_from_step": result.resumed_from_step,
             "steps": result.steps, "tokens": result.tokens, "train_seconds": result.seconds,
             "eval_seconds": result.eval_seconds,
             "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params,

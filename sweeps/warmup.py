@@ -25,8 +25,9 @@ from deltamup.parametrizations import BaseHparams, multipliers
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.train import train
 
+from . import store
 from .spec import SweepSpec
-from .trial import build_trial, placement
+from .trial import build_trial, placement, sweep_dir
 from .tuner import trial_resources
 
 
@@ -42,7 +43,7 @@ def graph_key(cfg: dict[str, Any], on_gpu: bool) -> tuple:
 def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:
     """Trains trial `cfg`'s model one step in this process (a Ray task), compiling its graph into the sweep's
     cache; returns the step's first_step_seconds and the cache lookups (compile_cache.cache_counts)."""
-    use_cache(cfg["compile_cache"])
+    use_cache(store.compile_cache_dir(sweep_dir(cfg)))
     threads, device, _ = placement()
     torch.set_num_threads(threads)
     model, _, train_config, batches = build_trial(cfg, device)

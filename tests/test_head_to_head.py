@@ -2,6 +2,7 @@
 --widths restriction."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from deltamup.cli import main
 from deltamup.reports import analysis
-from deltamup.reports.analysis import load_sweep, restrict
+from deltamup.reports.analysis import expand_grid, load_sweep, missing_trials, restrict
 from deltamup.reports.head_to_head import head_to_head as table_of
 from deltamup.reports.intervals import student_t
 
@@ -87,3 +88,15 @@ def test_report_widths_restricts_the_analysis_and_refuses_absent_widths(tmp_path
         assert exit_.value.code == 2
     assert main(["report", str(out), "--widths", f"{widths[0]},{max(widths) * 2}"]) == 2
     assert not (out / "report").exists()  # refused before any work
+
+
+def test_restricting_to_widths_the_last_run_spec_lacks_counts_no_missing_trials():
+    """A study run in parts stores the last part's spec (e.g. only its widest width): a report restricted to the
+    other widths has no grid of its own, so nothing is "missing" there (not the last part's LRs at those widths)."""
+    sweep = load_sweep(FIXTURE)
+    widths = sorted(set(sweep.trials["width"].to_list()))
+    last_part = dataclasses.replace(sweep, spec={**sweep.spec, "widths": [widths[-1]]})
+    kept = restrict(last_part, widths[:2])
+    assert kept.spec["widths"] == [] and expand_grid(kept.spec).is_empty()
+    assert missing_trials(expand_grid(kept.spec), kept.trials).is_empty()
+    assert not expand_grid(restrict(sweep, widths[:2]).spec).is_empty()  # a spec naming them keeps its grid

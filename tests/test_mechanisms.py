@@ -103,3 +103,18 @@ def test_long_coordinate_check_runs_the_sweep_schedule_and_records_every_n_steps
     assert all(0 < r["rms"] <= 1e-3 for r in grads)  # clipped to a global norm of 1e-3
     config = check.train_config
     assert (config.schedule, config.warmup_steps, config.weight_decay) == ("cosine", 1, 0.1)
+
+
+def test_gate_rules_alone_decide_whether_the_gate_pre_activations_grow_with_width():
+    """gdn-mup-mupgates is GDN-µP with naive µP's gate rules only: at init W_α x grows like √d there (the blow-up
+    GDN-µP's σ/√m init removes) and not under gdn-mup; the slope test is the table's own expectation."""
+    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
+    slopes = {}
+    for name in ("gdn-mup", "gdn-mup-mupgates"):
+        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
+                                       seq_len=16, device="cpu")
+        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
+        at_init = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with("alpha_pre"))
+        slopes[name] = at_init["slope"].to_list()
+        assert at_init["verdict"].to_list() == ["ok"] * len(at_init), name
+    assert all(s > 0.35 for s in slopes["gdn-mup-mupgates"]) and all(abs(s) < 0.15 for s in slopes["gdn-mup"])

@@ -186,35 +186,56 @@ def test_narrow_heads_run_the_one_validated_form():
     assert len(tuning.state_configs(128, 64, 32, 2)[0]) == 1
 
 
-def test_prepare_solve_is_exact_inverse():
-    """The prepare kernel's stored T against (I + A)^{-1} in fp64, chunk by chunk: β = 2 on runs of identical keys
-    (A is as far from small as it gets), random gates, a ragged last chunk (100 = 64 + 2·16 + 4 rows)."""
-    from deltamup.kernels.triton.chunk_fwd import chunk_fwd
-    B, T, H, K, C = 1, 100, 2, 8, 64
-    x = make_inputs(B, T, H, K, K, "random", seed=5)
+@pytest.mark.parametrize("T_tok,K,V,nh", [
+    (100, 8, 8, 1),     # a ragged last chunk: 100 = 64 + 2·16 + 4 rows
+    (131, 195, 70, 1),  # K not a power of two over four K blocks, last chunk 3 rows (one partial 16-row block)
+    (45, 96, 40, 2),    # DeltaProduct_2: q and g per token, 90 micro-rows, gates only at first micro-rows
+])
+def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
+    """The forward's per-chunk pass against fp64, chunk by chunk: G = cumsum g, T = (I + A)^{-1} with zeros above
+    the diagonal, Aqk = scale causal(Q Kᵀ ⊙ D), w = T(β e^G K), u = T(β V). β = 2 on runs of identical keys (A is as
+    far from small as it gets; the second run spans all four 16-row blocks of its chunk), random gates slow enough
+    that the far blocks of T matter."""
+    from deltamup.kernels.triton.chunk_fwd import chunk_prepare
+    B, H, C, scale = 1, 2, 64, 0.3
+    T = T_tok * nh
+    x = make_inputs(B, T, H, K, V, "random", seed=5)
     k, beta = x["k"].clone(), x["beta"].clone()
     k[:, 10:30] = k[:, 10:11]
-    k[:, 70:95] = k[:, 70:71]
+    k[:, 66:128] = k[:, 66:67]
     beta[:, 5:40] = 2.0
     beta[:, 64:] = 2.0
-    q, k, v, g, beta = (t.float().contiguous() for t in (x["q"], k, x["v"], x["g"], beta))
-    _, _, saved = chunk_fwd(q, k, v, g, beta, 1.0, None, False)
-    k, g, beta = k.double(), g.double(), beta.double()  # the reference from the same (fp32) inputs
+    q, g = x["q"][:, :T_tok], 0.1 * x["g"][:, :T_tok]
+    q, k, v, g, beta = (t.float().contiguous() for t in (q, k, x["v"], g, beta))
+    saved = {name: t.cpu() for name, t in chunk_prepare(q, k, v, g, beta, scale, nh).items()}
+    q, k, v, g, beta = (t.cpu() for t in (q, k, v, g, beta))  # the fp64 reference on the CPU (also after a GPU run)
+    r = torch.arange(T)  # the micro-rows: q at each token's last, g at its first (kernels/triton/utils.py, row_map)
+    qm = torch.where((r % nh == nh - 1)[:, None, None], q[0, r // nh].double(), 0.0)  # [T, H, K]
+    gm = torch.where((r % nh == 0)[:, None], g[0, r // nh].double(), 0.0)  # [T, H]
+    k, v, beta = k[0].double(), v[0].double(), beta[0].double()  # the reference from the same (fp32) inputs
     for t0 in range(0, T, C):
         n = min(C, T - t0)
-        kc, bc = k[0, t0:t0 + n].transpose(0, 1), beta[0, t0:t0 + n].transpose(0, 1)  # [H, n, K], [H, n]
-        G = g[0, t0:t0 + n].transpose(0, 1).cumsum(-1)
-        A = (bc[..., None] * (kc @ kc.transpose(1, 2)) * (G[..., :, None] - G[..., None, :]).exp()).tril(-1)
-        want = torch.linalg.inv(torch.eye(n, dtype=A.dtype, device=A.device) + A)
-        got = saved["Tinv"][0, t0:t0 + n].transpose(0, 1).double()  # [H, n, C]
-        assert not got[..., n:].any()
-        err = ((got[..., :n] - want).norm() / want.norm()).item()
-        assert err < 1e-5, f"chunk at {t0}: relative error {err:.2e}"
+        c = slice(t0, t0 + n)
+        kc, vc, qc = (z[c].transpose(0, 1) for z in (k, v, qm))  # [H, n, ·]
+        bc, G = beta[c].transpose(0, 1), gm[c].transpose(0, 1).cumsum(-1)  # [H, n]
+        D = (G[:, :, None] - G[:, None, :]).tril().exp().tril()
+        A = (bc[..., None] * (kc @ kc.transpose(1, 2)) * D).tril(-1)
+        Tinv = torch.linalg.inv(torch.eye(n, dtype=A.dtype) + A)
+        want = dict(G=G, Tinv=Tinv, Aqk=scale * (qc @ kc.transpose(1, 2)) * D,
+                    w=Tinv @ ((bc * G.exp())[..., None] * kc), u=Tinv @ (bc[..., None] * vc))
+        got = {name: saved[name][0, c].transpose(0, 1).double() for name in want}
+        for name in ("Tinv", "Aqk"):
+            assert not got[name][..., n:].any(), f"chunk at {t0}: {name} is not 0 beyond the chunk's rows"
+            got[name] = got[name][..., :n]
+        for name in want:
+            err = ((got[name] - want[name]).norm() / want[name].norm()).item()
+            assert err < 1e-4, f"chunk at {t0}: {name} relative error {err:.2e}"
 
 
 def test_custom_ops_pass_opcheck():
-    """The kernels are torch custom ops: schema, fake (meta) shapes and autograd registration agree with what the
-    kernels return, with and without gate, initial and final state, and for DeltaProduct's micro-rows."""
+    """The kernels are torch custom ops: schema, fake (meta) shapes and dtypes and autograd registration agree with
+    what the kernels return, with and without gate, initial and final state, for DeltaProduct's micro-rows and for
+    half-precision inputs."""
     from deltamup.kernels.triton.function import chunk_gated_delta_fwd
     from deltamup.kernels.triton.l2norm import l2norm_fwd
     x = {n: (t.float() if t is not None else None) for n, t in make_inputs(1, 70, 2, 16, 32, "random").items()}
@@ -222,6 +243,8 @@ def test_custom_ops_pass_opcheck():
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], None, x["beta"], 0.25, None, False, 1))
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"][:, :35], x["k"], x["v"], x["g"][:, :35], x["beta"], 0.25,
                                                   None, True, 2))
+    h = {n: t.half() for n, t in make_inputs(1, 70, 2, 64, 64, "random").items()}  # T and Aqk saved in fp16
+    torch.library.opcheck(chunk_gated_delta_fwd, (h["q"], h["k"], h["v"], h["g"], h["beta"], 0.125, None, False, 1))
     torch.library.opcheck(l2norm_fwd, (x["q"], 1e-6))
 
 

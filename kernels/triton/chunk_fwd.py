@@ -1,6 +1,6 @@
-"""Forward of the chunked gated delta rule: a parallel per-chunk pass (gates, UT transform, w, u, the intra-chunk
-attention), a sequential pass over chunks that only carries the state (h before each chunk, v_new), and a parallel
-output pass.
+"""Forward of the chunked gated delta rule: a parallel per-chunk pass in two kernels (gates and the UT transform per
+chunk; then w, u and the intra-chunk attention per chunk and column block), a sequential pass over chunks that only
+carries the state (h before each chunk, v_new), and a parallel output pass.
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
@@ -20,8 +20,19 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .solve import solve_tril_64
-from .tuning import OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks, state_configs
+from .solve import solve_tril
+from .tuning import (
+    OUT_CONFIGS,
+    PAR_CONFIGS,
+    candidates,
+    chunk_matrix_dtype,
+    launch,
+    parallel_tiles,
+    precision,
+    solve_precision,
+    state_blocks,
+    state_configs,
+)
 from .utils import (
     CHUNK,
     add_trans_states,
@@ -40,53 +51,81 @@ from .utils import (
 
 
 @triton.jit
-def chunk_prepare_fwd_kernel(
-    q, k, v, g, beta, G_out, T_out, Aqk_out, w_out, u_out,
-    scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_G: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+def chunk_kkt_solve_fwd_kernel(
+    k, g, beta, G_out, T_out,
+    T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (NT, B·H). Writes G [B,T,H], T and Aqk [B,T,H,C] (fp32), w [B,T,H,K] and u [B,T,H,V] (input dtype);
-    q and g have a row per token of NH micro-rows."""
+    """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1} [B,T,H,C] (in T_out's dtype) for
+    A = strict_lower(β K Kᵀ ⊙ D), which never leaves registers (solve.py, products at input_precision MP); g has a row
+    per token of NH micro-rows."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
-    tq = tok_base(i_b, i_h, T, H, NH)  # the same in [B, T / NH, H]
-    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     if USE_G:
         r_g, m_g = row_map(t0, T, C, NH, 0)
-        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
+        b_G = tl.cumsum(tl.load(g + tok_base(i_b, i_h, T, H, NH) + r_g * H, mask=m_g, other=0.0).to(tl.float32),
+                        axis=0)
     else:
         b_G = tl.zeros([C], dtype=tl.float32)
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
-
     b_kk = tl.zeros([C, C], dtype=tl.float32)
-    b_qk = tl.zeros([C, C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-        p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
         b_kk += mm(b_k, tl.trans(b_k), k, PREC)
-        b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+    b_T = solve_tril(b_kk * decay(b_G, C, True) * b_beta[:, None], C, MP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    tl.store(Aqk_out + tok * C + p_c, b_qk * decay(b_G, C, False) * scale, mask=m_c)
-    # A goes through T_out: the solve reads it back in 16×16 blocks and overwrites it with T = (I + A)^{-1}
-    tl.store(T_out + tok * C + p_c, b_kk * decay(b_G, C, True) * b_beta[:, None], mask=m_c)
-    tl.debug_barrier()
-    solve_tril_64(T_out + tok * C, t0, T, H, C)
-    tl.debug_barrier()
-    b_T = tl.load(T_out + tok * C + p_c, mask=m_c, other=0.0)
-    for i_k in range(tl.cdiv(K, BK)):
-        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-        b_kb = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32) * (b_beta * tl.exp(b_G))[:, None]
-        tl.store(w_out + tok * K + p_k, mm(b_T, b_kb, k, PREC).to(w_out.dtype.element_ty), mask=m_k)
-    for i_v in range(tl.cdiv(V, BV)):
-        p_v, m_v = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_vb = tl.load(v + tok * V + p_v, mask=m_v, other=0.0).to(tl.float32) * b_beta[:, None]
-        tl.store(u_out + tok * V + p_v, mm(b_T, b_vb, k, PREC).to(u_out.dtype.element_ty), mask=m_v)
+    tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
+
+
+@triton.jit
+def _wu_block(x, out, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """Columns d0.. (BD of them) of T (s ⊙ X) for X [T, H, D] at x + tok·D, into out (same layout)."""
+    p, m = tile(t0, T, H, D, d0, C, BD)
+    b_x = tl.load(x + tok * D + p, mask=m, other=0.0).to(tl.float32) * b_s[:, None]
+    tl.store(out + tok * D + p, mm(b_T, b_x, x, PREC).to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def chunk_wu_aqk_fwd_kernel(
+    q, k, v, beta, G, T_in, w, u, Aqk,
+    scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+):
+    """Grid (K / BK + V / BV + 1, NT, B·H). The programs of a chunk write one column block each of w = T (β e^G ⊙ K)
+    [B,T,H,K] (the first K / BK) and u = T (β ⊙ V) [B,T,H,V] (the next V / BV), in k's and v's dtypes, and the
+    last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C] (in its buffer's dtype); q has a row per token of NH
+    micro-rows."""
+    i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    tok = i_b * T * H + i_h
+    t0 = i_t * C
+    rows = t0 + tl.arange(0, C)
+    b_G, _ = load_gates(G + tok, t0, T, H, C)
+    NK = tl.cdiv(K, BK)
+    NV = tl.cdiv(V, BV)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    if i_c < NK + NV:
+        b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+        b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
+        if i_c < NK:
+            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_beta * tl.exp(b_G), C, BK, PREC)
+        else:
+            _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
+    else:
+        tq = tok_base(i_b, i_h, T, H, NH)
+        b_qk = tl.zeros([C, C], dtype=tl.float32)
+        for i_k in range(NK):
+            p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+            p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+            b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+            b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
+            b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+        tl.store(Aqk + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk.dtype.element_ty), mask=m_c)
 
 
 @triton.jit
@@ -145,6 +184,30 @@ def chunk_o_fwd_kernel(
     tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
+def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1
+                  ) -> dict[str, Tensor]:
+    """The per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
+    (chunk_matrix_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes."""
+    B, T, H, K = k.shape
+    V = v.shape[-1]
+    C = CHUNK
+    NT = triton.cdiv(T, C)
+    prec = precision(q.dtype, K, V)
+    G = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    Tinv = torch.empty(B, T, H, C, dtype=chunk_matrix_dtype(q.dtype, K, V), device=q.device)
+    Aqk = torch.empty_like(Tinv)
+    w = torch.empty_like(k)
+    u = torch.empty_like(v)
+    BK, BV = parallel_tiles(K, V)
+    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, T),
+           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh),
+           candidates(PAR_CONFIGS, K, V))
+    launch(chunk_wu_aqk_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV) + 1, NT, B * H),
+           (q, k, v, beta, G, Tinv, w, u, Aqk, scale, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
+           candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)
+    return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u)
+
+
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
               initial_state: Tensor | None, output_final_state: bool, nh: int = 1
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
@@ -156,17 +219,9 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     C = CHUNK
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
-    G = torch.empty(B, T, H, **f32)
-    Tinv = torch.empty(B, T, H, C, **f32)
-    Aqk = torch.empty(B, T, H, C, **f32)
-    w = torch.empty_like(k)
-    u = torch.empty_like(v)
     prec = precision(q.dtype, K, V)
+    G, Tinv, Aqk, w, u = chunk_prepare(q, k, v, g, beta, scale, nh).values()
     BKp, BVp = parallel_tiles(K, V)
-    launch(chunk_prepare_fwd_kernel, (NT, B * H),
-           (q, k, v, g if g is not None else beta, beta, G, Tinv, Aqk, w, u, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, USE_G=g is not None, PREC=prec, NH=nh),
-           candidates(PAR_CONFIGS, K, V))
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)

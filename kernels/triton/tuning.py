@@ -87,6 +87,18 @@ def precision(dtype: torch.dtype, K: int, V: int) -> str:
     return "tf32" if is_narrow(K, V) else "half"
 
 
+def solve_precision(prec: str) -> str:
+    """input_precision of the UT solve's [C, C] products (solve.py): exact fp32 for fp32 inputs, tf32 otherwise (as
+    fla's solve; T is then multiplied in bf16/fp16 or at tf32 anyway)."""
+    return "ieee" if prec == "ieee" else "tf32"
+
+
+def chunk_matrix_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
+    """dtype of the saved per-chunk [C, C] matrices T = (I + A)^{-1} and Aqk: the inputs' dtype where every dot
+    that reads them takes its operands in it (precision "half", so nothing is lost), fp32 otherwise."""
+    return dtype if precision(dtype, K, V) == "half" else torch.float32
+
+
 Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
 _chosen: dict[tuple, dict[str, int]] = {}
 

@@ -9,6 +9,9 @@
 #       edge   one more learning rate, 3 seeds, wherever a (parametrization, width)'s optimum over the learning
 #              rates run with 3 seeds is the smallest or the largest of them
 #       w2048  width 2048, seed 0 first: SP at b, b/2, b/4, b/8 and GDN-µP at g/2, g, 2g, b and g now width 1024's
+#       mech   the mechanisms one at a time at widths 256 and 1024, 3 seeds: GDN-µP without the √d before the norm
+#              (gdn-mup-nosqrtd), with naive µP's gate rules (gdn-mup-mupgates) and with Adam's ε per role
+#              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -59,6 +62,13 @@ for PART in "$@"; do
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -9)
       echo "width 2048: width 1024's optima SP 2^$b, GDN-µP 2^$g"
       two 2048 "$(lrs $b $((b - 1)) $((b - 2)) $((b - 3)))" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
-    *) echo "unknown part $PART (base, wide, edge, w2048)" >&2; exit 2 ;;
+    mech)
+      for W in 256 1024; do
+        g=$(optima optimum "$W" gdn-mup -9)
+        echo "mechanisms at width $W around GDN-µP's optimum 2^$g"
+        sweep --set "widths=[$W]" --set 'parametrizations=[gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps]' \
+              --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" --set 'seeds=[0, 1, 2]'
+      done ;;
+    *) echo "unknown part $PART (base, wide, edge, w2048, mech)" >&2; exit 2 ;;
   esac
 done

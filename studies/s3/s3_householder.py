@@ -11,15 +11,22 @@ length 32 (not 128) and 3000 steps × 32 words ≈ 1e5 sequences (the paper: ~2e
 positions the short convolution can see, then the parity of the permutation (the Z2 quotient; loss ≈ 0.97 at
 length 32); only n_h = 2 with β ∈ [0, 2] can leave that plateau, and at this budget it does so in some seeds only
 (studies/s3/s3_householder_explore.txt has the runs that chose these settings).
+
+On a GPU, closer to the paper (length-128 words, evaluation to 512, the paper's 12 heads of 32, lr 1e-3, 8 seeds
+per variant, all 24 runs as processes sharing the GPU):
+
+    python3 studies/s3/s3_householder.py --device cuda --jobs 24 --seeds 8 --seq-len 128 --test-length 512 \
+        --width 384 --heads 12 --lr 1e-3 --batch-size 256 --steps 8000
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import shlex
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import torch
 
@@ -45,10 +52,11 @@ def run(label: str, seed: int, args: argparse.Namespace) -> dict[str, float]:
     train_config = TrainConfig(lr=args.lr, steps=args.steps, warmup_steps=args.steps // 20, weight_decay=0.0,
                                seed=seed, log_every=50)
     start = time.perf_counter()
-    result = train(model, "sp", train_config, task.train_batches(args.batch_size, args.seq_len, seed),
-                   on_log=lambda step, rows: print(f"  {label} seed {seed} step {step + 1} loss {rows[-1][1]:.3f}",
-                                                   file=sys.stderr, flush=True))
-    metrics = task.evaluate(model, "cpu", seed=seed)
+    log = lambda step, rows: print(f"  {label} seed {seed} step {step + 1} loss {rows[-1][1]:.3f}",  # noqa: E731
+                                   file=sys.stderr, flush=True)
+    result = train(model.to(args.device), "sp", train_config, task.train_batches(args.batch_size, args.seq_len, seed),
+                   device=args.device, on_log=log)
+    metrics = task.evaluate(model, args.device, seed=seed)
     return {"loss": result.final_loss, **metrics, "minutes": (time.perf_counter() - start) / 60}
 
 
@@ -74,12 +82,15 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--tied", action="store_true", help="tied embeddings (default: a separate readout matrix)")
     p.add_argument("--variants", default=";".join(VARIANTS), help="semicolon-separated labels")
-    p.add_argument("--jobs", type=int, default=3, help="runs in parallel, one thread each")
+    p.add_argument("--jobs", type=int, default=3, help="runs in parallel (processes), one CPU thread each")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (every run's process on the same GPU)")
     args = p.parse_args()
     labels = args.variants.split(";")
     unknown = [label for label in labels if label not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: no CUDA GPU here")
     print("# python3 studies/s3/s3_householder.py " + shlex.join(sys.argv[1:]))
     print(f"# S3 word problem, 1 layer, width {args.width}, {args.heads} heads, no gate, "
           f"{'tied' if args.tied else 'untied'} embeddings, SP, AdamW lr {args.lr}, "
@@ -88,8 +99,10 @@ def main() -> None:
     seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
     jobs = [(label, seed, args) for seed in seeds for label in labels]
     rows: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for (label, seed, _), row in zip(jobs, pool.map(run_job, jobs)):
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:  # CUDA-safe
+        futures = {pool.submit(run_job, job): job for job in jobs}
+        for future in as_completed(futures):  # each run's line as soon as it ends: a cut keeps the finished ones
+            (label, seed, _), row = futures[future], future.result()
             rows[label].append(row)
             print(f"{label}  seed {seed}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
     t = args.seq_len

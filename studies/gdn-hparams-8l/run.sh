@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The study's parts in order, each resuming the sweep directory DIR (finished trials are skipped). From the
+# repository root, on a GPU machine:
+#   bash studies/gdn-hparams-8l/run.sh DIR CORPUS PART…     CORPUS: a prepared corpus (deltamup data prepare)
+# PART: base      width 256, GDN-µP, output_mult ∈ {1/4, 1, 4, 16} × init_mult ∈ {1/2, 1, 2}, 2^-10 … 2^-8, seed 0
+#       seeds     seeds 1 and 2 for the three best variants of `base` and the default (1, 1), same LRs
+#       transfer  width 1024, seeds 0–2: the best variant over 3 seeds at its width-256 optimum g and g/2, 2g;
+#                 SP (no hparams) at 2^-8 (its width-256 optimum in the 8-layer study) and 2^-10 (its 1024 optimum)
+set -eu
+trap 'exit 130' INT TERM
+DIR=$1; CORPUS=$2; shift 2
+SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
+sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
+            --set task.path="$CORPUS" "$@"; }
+ranked() {  # SEEDS: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean val_loss
+  python3 - "$DIR" "$1" <<'PY'   # over the seeds run (all of them: SEEDS) at its best LR
+import glob, json, math, statistics, sys
+out, need = sys.argv[1], int(sys.argv[2])
+runs = {}
+for f in glob.glob(f"{out}/results/*.json"):
+    r = json.load(open(f))
+    if r["status"] == "ok" and r["width"] == 256 and r["parametrization"] == "gdn-mup":
+        h = dict(kv.split("=") for kv in r["hparams"].split(",")) if r["hparams"] else {}
+        key = (float(h.get("output_mult", 1)), float(h.get("init_mult", 1)))
+        runs.setdefault(key, {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
+best = {}
+for key, lrs in runs.items():
+    means = {e: statistics.mean(v) for e, v in lrs.items() if len(v) >= need}
+    if means:
+        e = min(means, key=means.get)
+        best[key] = (means[e], e)
+for (o, i), (_, e) in sorted(best.items(), key=lambda kv: kv[1][0]):
+    print(f"{o:g} {i:g} {e}")
+PY
+}
+lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
+for PART in "$@"; do
+  case $PART in
+    base) sweep --set 'widths=[256]' --set 'seeds=[0]' ;;
+    seeds)
+      { ranked 1 | head -3 | cut -d' ' -f1,2; echo "1 1"; } | sort -u | while read -r O I; do
+        echo "seeds 1-2: output_mult $O, init_mult $I"
+        sweep --set 'widths=[256]' --set 'seeds=[1, 2]' --set "hparams={output_mult: [$O], init_mult: [$I]}"
+      done ;;
+    transfer)
+      read -r O I E < <(ranked 3 | head -1)
+      echo "width 1024: output_mult $O, init_mult $I, around 2^$E"
+      sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" \
+            --set "lrs=$(lrs $((E - 1)) "$E" $((E + 1)))"
+      sweep --set 'widths=[1024]' --set 'parametrizations=[sp]' --set 'hparams={}' --set "lrs=$(lrs -10 -8)" ;;
+    *) echo "unknown part $PART (base, seeds, transfer)" >&2; exit 2 ;;
+  esac
+done

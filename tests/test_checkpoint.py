@@ -1,0 +1,188 @@
+"""Trial checkpoints (scaling/checkpoint.py, spec `checkpoint.every_s`): a run killed mid-way continues from its last
+checkpoint and ends exactly as the uninterrupted run; a checkpoint of another configuration is not loaded; a sweep
+whose driver is killed resumes its running trial from its checkpoint. Tiny models (width 32, depth 1) on the CPU."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from test_sweeps import tiny_spec
+
+from deltamup.cli import main
+from deltamup.models import ModelConfig
+from deltamup.parametrizations import build_model
+from deltamup.scaling.checkpoint import Checkpointing, fingerprint
+from deltamup.scaling.data import get_task
+from deltamup.scaling.data_parallel import Ranks
+from deltamup.scaling.train import TrainConfig, TrainResult, train
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps import store
+from deltamup.sweeps.runner import run_sweep
+from deltamup.sweeps.trial import train_and_evaluate, trial_config
+
+HERE = Path(__file__).resolve().parent
+MODEL = ModelConfig(kind="gdn", depth=1, heads=2, base_width=32, width=32, vocab_size=256)
+CONFIG = TrainConfig(lr=1e-2, steps=40, warmup_steps=4, log_every=4)
+HORIZONS = (10, 20, 40)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as a trial of one CPU: runs compare bit for bit only at the same thread count (and one is
+    far faster than two for a tiny model on a shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Stop(Exception):
+    """Raised at a log boundary to stop a run part-way."""
+
+
+def run(path: str | None, config: TrainConfig = CONFIG, pause_s: float = 0.0, threads: int | None = None,
+        ranks: Ranks | None = None, stop_at: int | None = None) -> tuple[TrainResult, torch.nn.Module, dict, list[int]]:
+    """(result, model, extra, steps evaluated) of CONFIG's run of the tiny model on the sample text, checkpointed to
+    `path` at every log boundary (None: not checkpointed), sleeping pause_s at each (raising Stop at step stop_at);
+    the horizons' "validation loss" (the train loss there) is kept in the checkpoint's extra."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    model = build_model(MODEL, "gdn-mup", "adamw", seed=0)
+    extra: dict[str, float] = {}
+    checkpointing = Checkpointing(Path(path), 0.0, fingerprint(config.to_dict()), extra) if path else None
+    evaluated: list[int] = []
+
+    def on_eval(step: int, result: TrainResult) -> None:
+        extra[f"h{step}"] = result.final_loss
+        evaluated.append(step)
+
+    def on_log(step: int, rows: list) -> None:
+        time.sleep(pause_s)
+        if step + 1 == stop_at:
+            raise Stop
+
+    result = train(model, "gdn-mup", config, get_task("sample").train_batches(4, 32, seed=0), on_log=on_log,
+                   eval_steps=HORIZONS, on_eval=on_eval, ranks=ranks, checkpointing=checkpointing)
+    return result, model, extra, evaluated
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_a_run_killed_mid_way_continues_from_its_checkpoint_bit_for_bit(tmp_path):
+    path = tmp_path / "run.pt"
+    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import run; "
+            f"run({str(path)!r}, pause_s=0.1, threads={torch.get_num_threads()})")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not path.exists() and child.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # a few more log boundaries: the kill lands anywhere, also during a save
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL, "the run ended before it was killed"
+    reference, model, extra, _ = run(None)
+    resumed, resumed_model, resumed_extra, evaluated = run(str(path))
+    assert 0 < resumed.resumed_from_step < CONFIG.steps and reference.resumed_from_step == 0
+    assert resumed.losses == reference.losses and [s for s, _, _ in resumed.losses] == list(range(CONFIG.steps))
+    assert resumed.grad_norms == reference.grad_norms and resumed.tokens == reference.tokens
+    assert same_weights(resumed_model, model)
+    assert resumed_extra == extra and len(extra) == len(HORIZONS)  # the horizons before the kill: from the file
+    assert evaluated == [h for h in HORIZONS if h > resumed.resumed_from_step]  # and not evaluated again
+
+
+def test_a_checkpoint_is_loaded_only_by_the_same_configuration(tmp_path, capsys):
+    path = tmp_path / "run.pt"
+    first, model, extra, _ = run(str(path))  # leaves its checkpoint after the last step
+    again, again_model, again_extra, evaluated = run(str(path))
+    assert again.resumed_from_step == CONFIG.steps and evaluated == []  # nothing left to train
+    assert again.losses == first.losses and again_extra == extra and same_weights(again_model, model)
+    other = TrainConfig(**{**CONFIG.to_dict(), "lr": 2e-2})
+    reference = run(None, other)[0]
+    changed = run(str(path), other)[0]
+    assert changed.resumed_from_step == 0 and changed.losses == reference.losses != first.losses
+    assert f"checkpoint {path} is of another configuration: removed, training starts from step 0" in \
+        capsys.readouterr().err
+    path.write_bytes(b"not a checkpoint")
+    assert run(str(path), other)[0].losses == reference.losses
+    assert f"checkpoint {path} is unreadable" in capsys.readouterr().err
+    assert torch.load(path, weights_only=True)["fingerprint"] == fingerprint(other.to_dict())  # saved anew
+
+
+def data_parallel_rank(rank: int, folder: str) -> None:
+    """One of two gloo ranks: an uninterrupted run, a run stopped at step 24 and its continuation; the losses and
+    the final weights of the first and the last written to FOLDER/rank<rank>.pt."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
+    ranks, path = Ranks(rank, 2), f"{folder}/run.pt"
+    reference, model, _, _ = run(None, ranks=ranks)
+    with contextlib.suppress(Stop):
+        run(path, ranks=ranks, stop_at=24)
+    dist.barrier()  # the rerun starts once the stopped run is gone on every rank (as a retry's fresh workers)
+    resumed, resumed_model, _, _ = run(path, ranks=ranks)
+    torch.save({"losses": [reference.losses, resumed.losses], "from": resumed.resumed_from_step,
+                "weights": [model.state_dict(), resumed_model.state_dict()]}, f"{folder}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path):
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import data_parallel_rank as r; r"
+    children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r})"]) for rank in (0, 1)]
+    try:
+        assert [child.wait(timeout=120) for child in children] == [0, 0]
+    finally:
+        for child in children:
+            child.kill()
+    for rank in (0, 1):
+        done = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        assert done["from"] == 20  # the last log boundary before the stop (every 4 steps)
+        reference, resumed = done["losses"]
+        assert resumed == reference and len(resumed) == CONFIG.steps
+        assert all(torch.equal(a, b) for a, b in zip(*(w.values() for w in done["weights"]), strict=True))
+
+
+@pytest.mark.parametrize("setting, problem", [
+    ({"every_s": -1}, "'checkpoint.every_s': must be ≥ 0 seconds"),
+    ({"every_s": "often"}, "'checkpoint.every_s': expected a number"),
+    ({"every": 60}, "'checkpoint.every': unknown key (known: every_s)"),
+    (300, "'checkpoint': expected a mapping"),
+])
+def test_a_bad_checkpoint_setting_is_one_line_before_anything_starts(tmp_path, capsys, setting, problem):
+    out = tmp_path / "out"
+    spec_path = tiny_spec(tmp_path, checkpoint=setting)
+    assert main(["sweep", str(spec_path), "--out", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("deltamup sweep: error: spec field ") and problem in line, line
+    assert not out.exists()
+
+
+def test_a_killed_driver_resumes_its_running_trial_from_its_checkpoint(cluster, kill_driver, tmp_path):
+    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3], steps=400, log_every=50,
+                          checkpoint={"every_s": 0.2})
+    spec = specs.load(spec_path)
+    out = tmp_path / "sweep"
+    (point,) = spec.grid()
+    partial = store.partial_path(out, point.key)
+    kill_driver(spec_path, out, until=partial.exists, timeout=120)
+    assert partial.exists() and not store.record_path(out, point.key).exists(), "killed while the trial ran"
+    assert run_sweep(spec, out, resume=True, progress_every=60)["launched"] == 1
+    (record,) = store.read_trials(out)
+    assert record.status == "ok" and record.steps == 400 and record.attempts == 1
+    assert 0 < record.resumed_from_step < 400 and record.resumed_from_step % 50 == 0  # a log boundary
+    curve = pq.read_table(store.curve_path(out, point.key)).to_pydict()
+    assert curve["step"] == list(range(400))  # every step once: the steps before the checkpoint from the file
+    assert not any(partial.parent.iterdir())  # removed once the row was written
+    # the trial as one uninterrupted run, here (one thread, as the trial's one CPU)
+    cfg = trial_config(spec, point, out, run=1) | {"checkpoint": {"every_s": 0}}
+    result, val_losses, _, _ = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
+    assert curve["train_loss"] == [loss for _, loss, _ in result.losses]
+    assert {c: record.extra[c] for c in val_losses} == val_losses and len(val_losses) == 3  # every horizon
