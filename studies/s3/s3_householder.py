@@ -96,6 +96,10 @@ def main() -> None:
           f"{'tied' if args.tied else 'untied'} embeddings, SP, AdamW lr {args.lr}, "
           f"{args.steps} steps × {args.batch_size} words of length {args.seq_len} (cosine, 5% warm-up); "
           f"test on 256 words of length {args.test_length}; chance = 1/6 = 0.167", flush=True)
+    if args.device.startswith("cuda"):  # compile the GPU kernels once, here, before 24 processes would all at once
+        for label in labels:
+            run(label, 0, argparse.Namespace(**{**vars(args), "steps": 2}))
+        print(f"# kernels compiled for {len(labels)} variants", flush=True)
     seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
     jobs = [(label, seed, args) for seed in seeds for label in labels]
     rows: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
