@@ -12,6 +12,9 @@
 #       mech   the mechanisms one at a time at widths 256 and 1024, 3 seeds: GDN-µP without the √d before the norm
 #              (gdn-mup-nosqrtd), with naive µP's gate rules (gdn-mup-mupgates) and with Adam's ε per role
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
+#       long   4× the steps (4800, 78.6M tokens a trial) at widths 256 and 1024, SP and GDN-µP at each one's
+#              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
+#              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -69,6 +72,16 @@ for PART in "$@"; do
         sweep --set "widths=[$W]" --set 'parametrizations=[gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps]' \
               --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" --set 'seeds=[0, 1, 2]'
       done ;;
-    *) echo "unknown part $PART (base, wide, edge, w2048, mech)" >&2; exit 2 ;;
+    long)
+      for W in 256 1024; do
+        for P in sp gdn-mup; do
+          e=$(optima optimum "$W" "$P" -9)
+          echo "4x steps: $P at width $W around 2^$e"
+          python3 -m deltamup sweep "$SPEC" --out "${DIR%/}-4x" --resume --warm-kernels --progress-every 60 \
+            --set task.path="$CORPUS" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
+            --set "parametrizations=[$P]" --set "lrs=$(lrs $((e - 1)) "$e" $((e + 1)))" --set 'seeds=[0]'
+        done
+      done ;;
+    *) echo "unknown part $PART (base, wide, edge, w2048, mech, long)" >&2; exit 2 ;;
   esac
 done
