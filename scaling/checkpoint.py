@@ -6,6 +6,10 @@ TrainResult so far, torch's CPU RNG state (and the CUDA RNG state of the model's
 and a fingerprint of the run's configuration. It is written atomically (a temporary file in the same folder, then
 os.replace): a kill during a save leaves the previous checkpoint. Its size is about 12 bytes a parameter under AdamW
 (float32 weights and Adam's two moments), 8 under SGD with momentum.
+
+A model sharded with FSDP (its parameters are DTensors, scaling.data_parallel) is saved whole: every rank gathers
+the full model and optimizer state dicts onto the CPU (torch.distributed.checkpoint.state_dict, collective) and one
+rank writes them; every rank reads the file and keeps its own shards.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint import state_dict as dcp
+from torch.distributed.tensor import DTensor
 
 Result = TypeVar("Result")  # scaling.train.TrainResult (a dataclass)
 
@@ -54,14 +60,36 @@ def fingerprint(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer, result: Any) -> None:
-    """Writes the run after result.steps steps to checkpointing.path, atomically."""
+FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # a sharded model's state, whole, on the CPU
+
+
+def sharded(model: nn.Module) -> bool:
+    """Whether `model`'s parameters are sharded over ranks (FSDP's DTensors)."""
+    return any(isinstance(param, DTensor) for param in model.parameters())
+
+
+def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer, result: Any,
+         write: bool = True) -> None:
+    """Writes the run after result.steps steps to checkpointing.path, atomically. A sharded model: every rank calls
+    it (the state is gathered collectively), the one with write=True writes it."""
+    if sharded(model):
+        states = (dcp.get_model_state_dict(model, options=FULL),
+                  dcp.get_optimizer_state_dict(model, optimizer, options=FULL))
+    else:
+        states = model.state_dict(), optimizer.state_dict()
+    if write:
+        _write(checkpointing, model, *states, result)
+    checkpointing.saved_at = time.monotonic()
+
+
+def _write(checkpointing: Checkpointing, model: nn.Module, model_state: dict, optimizer_state: dict,
+           result: Any) -> None:
     device = next(model.parameters()).device
     rng = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
         rng["cuda"] = torch.cuda.get_rng_state(device)
-    state = {"fingerprint": checkpointing.fingerprint, "step": result.steps, "model": model.state_dict(),
-             "optimizer": optimizer.state_dict(), "result": dataclasses.asdict(result), "rng": rng,
+    state = {"fingerprint": checkpointing.fingerprint, "step": result.steps, "model": model_state,
+             "optimizer": optimizer_state, "result": dataclasses.asdict(result), "rng": rng,
              "extra": checkpointing.extra}
     path = checkpointing.path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +102,6 @@ def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    checkpointing.saved_at = time.monotonic()
 
 
 def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -86,8 +113,12 @@ def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.opt
     state = _read(checkpointing)
     if state is None:
         return result
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    if sharded(model):  # every rank keeps its shards of the full state
+        dcp.set_model_state_dict(model, state["model"], options=FULL)
+        dcp.set_optimizer_state_dict(model, optimizer, state["optimizer"], options=FULL)
+    else:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"]["cpu"])
     device = next(model.parameters()).device
     if device.type == "cuda" and "cuda" in state["rng"]:

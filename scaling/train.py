@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.distributed.tensor import DTensor
 
 from deltamup import parametrizations
 
@@ -119,6 +120,8 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Ten
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip) if config.grad_clip else None
+    if isinstance(norm, DTensor):  # FSDP's parameters: the norm over every shard, replicated on every rank
+        norm = norm.full_tensor()
     factor = lr_factor(step, config)
     for group in optimizer.param_groups:
         group["lr"] = group["base_lr"] * factor
@@ -169,21 +172,24 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
 
     checkpointing: continue from the checkpoint at checkpointing.path if it holds one of this run (every rank loads
     it; the batches its steps consumed are drawn again and dropped: exact, at the data pipeline's cost), and save one
-    (rank 0) at a log boundary, after on_log and on_eval, once checkpointing.every_s seconds have passed since the
-    previous save (scaling.checkpoint). The result equals the uninterrupted run's, bit for bit on a CPU; a horizon
-    evaluated before the checkpoint is not evaluated again; train seconds include the saves."""
+    (rank 0; under FSDP every rank gathers the state and rank 0 writes it) at a log boundary, after on_log and
+    on_eval, once checkpointing.every_s seconds have passed since the previous save (scaling.checkpoint). The result
+    equals the uninterrupted run's, bit for bit on a CPU; a horizon evaluated before the checkpoint is not evaluated
+    again; train seconds include the saves."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
-    optimizer = make_optimizer(model, parametrization, config)
+    loss_fn, stepped = loss_function(config), model
+    if ranks is not None:
+        loss_fn, stepped = ranks.loss(loss_fn), ranks.wrap(model, device)
+    optimizer = make_optimizer(model, parametrization, config)  # after the wrap: FSDP replaces the parameters
     result, pending = TrainResult(grad_clip=config.grad_clip), []
-    if checkpointing is not None:  # before DDP's wrap (every rank loads it) and the sharding (global batches)
+    if checkpointing is not None:  # every rank loads it, before the batches are sharded (global batches)
         result = checkpoint.restore(checkpointing, model, optimizer, result)
         result.resumed_from_step = result.steps
         for _ in range(result.steps):
             next(batches)
-    loss_fn, stepped = loss_function(config), model
     if ranks is not None:
-        loss_fn, stepped, batches = ranks.loss(loss_fn), ranks.wrap(model, device), ranks.shard(batches)
+        batches = ranks.shard(batches)
     before = cache_counts() if config.compile else None
     start = time.perf_counter() - result.seconds - result.eval_seconds  # a resumed run's clock goes on
     began, first = time.perf_counter(), result.steps
@@ -219,9 +225,9 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
                 on_eval(step + 1, result)
                 model.train()
                 result.eval_seconds += time.perf_counter() - began
-            if checkpointing is not None and checkpointing.due() and (ranks is None or ranks.rank == 0):
+            if checkpointing is not None and (checkpointing.due() if ranks is None else ranks.saves(checkpointing)):
                 result.seconds = time.perf_counter() - start - result.eval_seconds
-                checkpoint.save(checkpointing, model, optimizer, result)
+                checkpoint.save(checkpointing, model, optimizer, result, write=ranks is None or ranks.rank == 0)
     result.seconds = time.perf_counter() - start - result.eval_seconds
     if before is not None:
         result.compile_cache = counts_since(before)

@@ -1,9 +1,9 @@
 """Data-parallel trials: a width with resources.workers_per_trial = N > 1 trains each of its trials over N workers
-with Ray Train's TorchTrainer (DDP: nccl on GPUs, gloo on CPUs), launched from inside the trial's Ray Tune function,
-which only drives it (Ray Train's pattern for Tune over distributed runs). Train reserves the workers in a placement
-group of its own (N bundles of `cpu` CPUs and a whole GPU or none); the Tune trial holds driver_resources: a share of
-the head node's resource, so it runs there (as Ray recommends for Train drivers), holds no CPU a worker could need,
-and no more drivers wait at once than the cluster can run.
+with Ray Train's TorchTrainer (DDP or FSDP as resources.sharding says; nccl on GPUs, gloo on CPUs), launched from
+inside the trial's Ray Tune function, which only drives it (Ray Train's pattern for Tune over distributed runs).
+Train reserves the workers in a placement group of its own (N bundles of `cpu` CPUs and a whole GPU or none); the
+Tune trial holds driver_resources: a share of the head node's resource, so it runs there (as Ray recommends for
+Train drivers), holds no CPU a worker could need, and no more drivers wait at once than the cluster can run.
 
 Every rank runs the one-device trial's training and evaluation (sweeps.trial.train_and_evaluate) as one of N ranks
 (scaling.data_parallel: the spec's batch_size is the global batch, results do not depend on N); rank 0 writes the
@@ -54,7 +54,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
 
     cfg = loop_config["trial"]
     context = ray.train.get_context()
-    ranks = Ranks(context.get_world_rank(), context.get_world_size())
+    ranks = Ranks(context.get_world_rank(), context.get_world_size(), cfg["sharding"])
     out = sweep_dir(cfg)
     use_cache(store.compile_cache_dir(out))
     threads, _, gpu_ids = placement()

@@ -15,6 +15,7 @@
     eval: {batches: 4, horizons: [0.25, 0.5, 1.0]}             # val_loss_h25, val_loss_h50, val_loss (= _h100)
     resources: {cpu: 1, gpu: auto}                             # gpu: fraction | auto | {width: fraction}
                                                                # workers_per_trial: N | {width: N} (data-parallel)
+                                                               # sharding: ddp | fsdp (data-parallel trials)
     failure: {retries: 1}
     checkpoint: {every_s: 300}                                 # save a running trial this often (s); 0: never
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
@@ -47,6 +48,7 @@ from deltamup import parametrizations
 from deltamup.models import ModelConfig
 from deltamup.parametrizations.hparams import HPARAMS, check_hparam, label
 from deltamup.scaling.data import get_task
+from deltamup.scaling.data_parallel import SHARDINGS
 from deltamup.scaling.train import TrainConfig
 
 from .record import trial_id
@@ -97,6 +99,8 @@ class ResourceSpec:
                                               # share (else a CPU worker, gloo) and `cpu` CPUs; the spec's batch_size
                                               # stays the global batch (each worker takes batch_size / N of its rows);
                                               # widths a mapping leaves out get 1 (docs/sweeps-ddp.md)
+    sharding: str = "ddp"                     # data-parallel trials: ddp (a full replica per worker) | fsdp (the
+                                              # model and optimizer state sharded over the workers)
 
     def workers(self, width: int) -> int:
         """Data-parallel workers of a trial at `width` (1: the trial trains in its own Tune actor)."""
@@ -516,8 +520,11 @@ def _check_resources(resources: ResourceSpec, widths: tuple[int, ...]) -> None:
 
 def _check_workers(spec: SweepSpec) -> None:
     """workers_per_trial: positive integers for widths of the spec, each dividing batch_size; a data-parallel
-    width's workers take whole GPUs, so its resources.gpu must be auto, 0 or 1."""
+    width's workers take whole GPUs, so its resources.gpu must be auto, 0 or 1; sharding is ddp or fsdp."""
     workers, gpu = spec.resources.workers_per_trial, spec.resources.gpu
+    if spec.resources.sharding not in SHARDINGS:
+        raise SpecError("resources.sharding", f"expected one of {', '.join(SHARDINGS)}, got "
+                        f"{spec.resources.sharding!r}")
     for width, n in workers.items() if isinstance(workers, dict) else [(None, workers)]:
         where = "resources.workers_per_trial" + ("" if width is None else f".{width}")
         if width is not None and width not in spec.widths:

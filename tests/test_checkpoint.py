@@ -116,27 +116,33 @@ def test_a_checkpoint_is_loaded_only_by_the_same_configuration(tmp_path, capsys)
     assert torch.load(path, weights_only=True)["fingerprint"] == fingerprint(other.to_dict())  # saved anew
 
 
-def data_parallel_rank(rank: int, folder: str) -> None:
+def data_parallel_rank(rank: int, folder: str, sharding: str) -> None:
     """One of two gloo ranks: an uninterrupted run, a run stopped at step 24 and its continuation; the losses and
-    the final weights of the first and the last written to FOLDER/rank<rank>.pt."""
+    the final (full) weights of the first and the last written to FOLDER/rank<rank>.pt."""
     import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
-    ranks, path = Ranks(rank, 2), f"{folder}/run.pt"
+    ranks, path = Ranks(rank, 2, sharding), f"{folder}/run.pt"
     reference, model, _, _ = run(None, ranks=ranks)
     with contextlib.suppress(Stop):
         run(path, ranks=ranks, stop_at=24)
     dist.barrier()  # the rerun starts once the stopped run is gone on every rank (as a retry's fresh workers)
     resumed, resumed_model, _, _ = run(path, ranks=ranks)
+    weights = [{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in m.state_dict().items()}
+               for m in (model, resumed_model)]  # FSDP's shards gathered (every rank, collectively)
     torch.save({"losses": [reference.losses, resumed.losses], "from": resumed.resumed_from_step,
-                "weights": [model.state_dict(), resumed_model.state_dict()]}, f"{folder}/rank{rank}.pt")
+                "weights": weights}, f"{folder}/rank{rank}.pt")
     dist.destroy_process_group()
 
 
-def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path):
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path, sharding):
+    """fsdp: the state every rank gathered and rank 0 wrote is sharded again when the ranks continue from it."""
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import data_parallel_rank as r; r"
-    children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r})"]) for rank in (0, 1)]
+    children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r}, {sharding!r})"])
+                for rank in (0, 1)]
     try:
         assert [child.wait(timeout=120) for child in children] == [0, 0]
     finally:
