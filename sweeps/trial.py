@@ -238,7 +238,7 @@ def base_record(cfg: dict[str, Any]) -> dict[str, Any]:
             | cfg["model"]
             | {"task": task, "max_steps": cfg["train"]["steps"], "batch_size": cfg["batch_size"],
                "seq_len": cfg["seq_len"], "beta1": cfg["train"]["betas"][0], "beta2": cfg["train"]["betas"][1],
-               "workers": cfg["workers"]}
+               "workers": cfg["workers"], "sharding": cfg["sharding"]}
             | train_cfg)
 
 

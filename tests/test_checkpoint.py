@@ -18,7 +18,7 @@ from test_sweeps import tiny_spec
 from deltamup.cli import main
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
-from deltamup.scaling.checkpoint import Checkpointing, fingerprint
+from deltamup.scaling.checkpoint import Checkpointing, fingerprint, sharded
 from deltamup.scaling.data import get_task
 from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, train
@@ -126,6 +126,7 @@ def data_parallel_rank(rank: int, folder: str, sharding: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
     ranks, path = Ranks(rank, 2, sharding), f"{folder}/run.pt"
     reference, model, _, _ = run(None, ranks=ranks)
+    assert sharded(model) == (sharding == "fsdp")  # FSDP's parameters are DTensors, DDP's plain tensors
     with contextlib.suppress(Stop):
         run(path, ranks=ranks, stop_at=24)
     dist.barrier()  # the rerun starts once the stopped run is gone on every rank (as a retry's fresh workers)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import ray
 import torch
 import yaml
@@ -123,3 +124,28 @@ def test_a_data_parallel_trial_that_raises_is_retried_by_ray_with_its_tracebacks
     texts = [(store.results_dir(out) / name).read_text() for name in row["tracebacks"]]
     assert all("Traceback (most recent call last)" in t and "ValueError" in t for t in texts)
     assert store.finished_ids(out) == set()
+
+
+def test_a_two_worker_fsdp_trial_matches_one_worker(cluster, tmp_path):
+    """resources.sharding fsdp: the model and its AdamW moments sharded over the two workers (reduce-scatter of the
+    gradients, all-gather of the weights) train the one-worker trial's steps."""
+    spec = specs.load(tiny_spec(tmp_path, resources={**TINY["resources"], "sharding": "fsdp"}))
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, address=cluster.address, progress_every=60)
+    (point,) = spec.grid()
+    (row,) = store.read_records(out)
+    assert row["status"] == "ok" and row["workers"] == 2 and row["sharding"] == "fsdp" and row["tokens"] == 10 * 8 * 32
+    cfg = trial_config(spec, point, out, run=1)
+    result, val_losses, _, _ = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
+    one, two = [loss for _, loss, _ in result.losses], losses(out, point.key)
+    gap = max(abs(a - b) for a, b in zip(two, one))
+    broken = max(abs(a - b) for a, b in zip(unsynced_losses(cfg), one))
+    print(f"max |Δ loss| from one worker: two fsdp workers {gap:.2g}, two without the all-reduce {broken:.2g}")
+    assert len(two) == 10 and gap < 1e-4 < broken / 100
+    assert len(val_losses) == 3 and all(abs(row[c] - v) < 1e-4 for c, v in val_losses.items())  # horizons
+
+
+def test_an_unknown_sharding_is_one_line_before_ray_starts(tmp_path):
+    with pytest.raises(specs.SpecError, match=r"^spec field 'resources.sharding': expected one of ddp, fsdp, got "
+                                              r"'zero3'$"):
+        specs.load(tiny_spec(tmp_path, resources={**TINY["resources"], "sharding": "zero3"}))
