@@ -5,6 +5,7 @@ memory a trial needs, rounded up to 1/2^k of a GPU, and a whole GPU for large mo
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from functools import cache
@@ -31,10 +32,20 @@ def parameter_count(config: ModelConfig) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int) -> float:
-    """Estimated peak GPU memory of one training trial: weights, grads, optimizer state, activations, logits."""
+def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int, workers: int = 1,
+                       sharding: str = "ddp") -> float:
+    """Estimated peak GPU memory of one training trial (of each of its `workers` data-parallel workers, each on
+    batch_size / workers rows): weights, grads, optimizer state, activations, logits. sharding "fsdp" splits the
+    weights, grads and optimizer state over the workers, but gathers whole those of the root (embedding, readout)
+    and of two blocks (the one computing and the next, prefetched) at a time."""
     params = parameter_count(config)
     states = params * (4 + 4 + OPTIMIZER_STATE_BYTES[optimizer])
+    if sharding == "fsdp" and workers > 1:
+        block = parameter_count(dataclasses.replace(config, depth=2)) - parameter_count(
+            dataclasses.replace(config, depth=1))
+        root = params - config.depth * block
+        states = states / workers + (root + 2 * block) * (4 + 4)
+    batch_size = math.ceil(batch_size / workers)
     tokens = batch_size * seq_len * config.householder
     activations = tokens * config.depth * config.width * ACTIVATION_BYTES_PER_WIDTH
     logits = batch_size * seq_len * config.vocab_size * 10  # bf16 logits, fp32 copy and its gradient
@@ -82,7 +93,8 @@ def host_memory_bytes() -> float:
 def check_memory(spec: SweepSpec, local: bool) -> None:
     """SpecError (before Ray starts) for a width whose trial's memory estimate exceeds what one trial can have: one
     GPU's memory where the spec gives trials GPUs (gpu_memory_bytes), else this machine's memory (a local sweep
-    without GPUs trains on the CPU). Off with limits.check_memory: false."""
+    without GPUs trains on the CPU). A data-parallel width's estimate is one worker's (resources.workers_per_trial,
+    resources.sharding). Off with limits.check_memory: false."""
     if not spec.limits.check_memory:
         return
     gpu = spec.resources.gpu
@@ -96,9 +108,13 @@ def check_memory(spec: SweepSpec, local: bool) -> None:
                        (host_memory_bytes(), "this machine's memory"))
     for i, width in enumerate(spec.widths):
         for optimizer in spec.optimizers:
+            workers = spec.resources.workers(width)
             need = trial_memory_bytes(spec.model_config(width), optimizer, max(spec.batch_size,
-                                      spec.eval.batch_size or 0), spec.seq_len)
+                                      (spec.eval.batch_size or 0) * workers), spec.seq_len, workers,
+                                      spec.resources.sharding)
             if need > capacity:
-                raise SpecError(f"widths[{i}]", f"a width-{width} {optimizer} trial needs about {need / 1e9:,.0f} GB "
-                                f"(sweeps/packing.py's estimate), more than the {capacity / 1e9:,.0f} GB of {where}: "
-                                "lower width, batch or seq_len, or --set limits.check_memory=false")
+                each = f" on each of its {workers} {spec.resources.sharding} workers" if workers > 1 else ""
+                raise SpecError(f"widths[{i}]", f"a width-{width} {optimizer} trial needs about {need / 1e9:,.0f} GB"
+                                f"{each} (sweeps/packing.py's estimate), more than the {capacity / 1e9:,.0f} GB of "
+                                f"{where}: lower width, batch or seq_len, shard it (resources.sharding: fsdp), or "
+                                "--set limits.check_memory=false")

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from deltamup.sweeps import packing
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps.runner import run_sweep
 
@@ -67,3 +68,19 @@ def test_a_trial_too_large_for_the_declared_resources_is_refused_before_anything
     with pytest.raises(specs.SpecError, match=r"widths\[1\].*one GPU"):  # 0.5 of an 80 GB GPU: still one GPU
         run_sweep(specs.parse({**VALID, "widths": [32, 60_000], "resources": {"gpu": 0.5, "gpu_memory_gb": 80}}), out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("workers, sharding, fits", [(8, "fsdp", True), (2, "fsdp", False), (8, "ddp", False)])
+def test_a_width_that_fits_only_sharded_is_checked_per_worker(workers: int, sharding: str, fits: bool) -> None:
+    """11.3B parameters (about 180 GB of weights, grads and AdamW moments) on 80 GB GPUs: DDP replicates that state
+    on every worker, FSDP splits it (28.7 GB a worker over 8, 99 GB over 2)."""
+    spec = specs.parse({**VALID, "widths": [4096], "batch_size": 8, "model": {**VALID["model"], "depth": 48},
+                        "resources": {"gpu": 1, "gpu_memory_gb": 80, "workers_per_trial": workers,
+                                      "sharding": sharding}})
+    if fits:
+        packing.check_memory(spec, local=False)
+        return
+    with pytest.raises(specs.SpecError, match=rf"widths\[0\].*GB on each of its {workers} {sharding} workers .*more "
+                                              r"than the 80 GB of one GPU.*resources.sharding: fsdp") as e:
+        packing.check_memory(spec, local=False)
+    assert not str(e.value).endswith("...")  # the whole line fits SpecError's length
