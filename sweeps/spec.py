@@ -95,10 +95,11 @@ class ResourceSpec:
     whole_gpu_params: float = 1.0e8           # "auto": models with at least this many parameters get a whole GPU
     min_gpu_fraction: float = 0.125           # "auto": at most 1/min_gpu_fraction trials share a GPU
     workers_per_trial: int | dict = 1         # N | {width: N}: N > 1 trains the trial data-parallel over N workers
-                                              # (Ray Train, DDP), each a whole GPU where its width would get any GPU
-                                              # share (else a CPU worker, gloo) and `cpu` CPUs; the spec's batch_size
-                                              # stays the global batch (each worker takes batch_size / N of its rows);
-                                              # widths a mapping leaves out get 1 (docs/sweeps-ddp.md)
+                                              # (Ray Train, DDP or FSDP: sharding), each a whole GPU where its width
+                                              # would get any GPU share (else a CPU worker, gloo) and `cpu` CPUs; the
+                                              # spec's batch_size stays the global batch (each worker takes
+                                              # batch_size / N of its rows); widths a mapping leaves out get 1
+                                              # (docs/sweeps-ddp.md)
     sharding: str = "ddp"                     # data-parallel trials: ddp (a full replica per worker) | fsdp (the
                                               # model and optimizer state sharded over the workers)
 
