@@ -6,7 +6,7 @@ What a trial's compiled graph depends on (graph_key): the model config at its wi
 floats, constants of the graph: SP and GDN-µP at one width are two graphs, a swept output_mult one more per value, and
 parametrizations whose multipliers are equal share one), the batch shape, bf16 and the device kind. The learning rate,
 the seed, the optimizer's settings and the schedule are not in it: the optimizer step is not compiled. Data-parallel
-trials (resources.workers_per_trial > 1) are not warmed: DDP splits the graph differently; they compile their own.
+trials (resources.workers_per_trial > 1) are not warmed: DDP or FSDP wrapping changes the graph; they compile their own.
 
     warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed"}
 """
