@@ -29,7 +29,8 @@ from deltamup.models.reference_ops import reference_ops
 from deltamup.models.taps import record, tap
 from deltamup.parametrizations import Parametrized, RoleMap, build_model, parametrize
 
-from .data.sample import sample_batches
+from .data.corpus import Corpus
+from .data.sample import sample_batches, sample_tokens
 from .deviations import documented
 from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
 
@@ -69,6 +70,9 @@ class CoordCheck:
     kind: str | None = None              # the factory's architecture ("gdn", …): which documented deviations apply
     name: str = ""                       # what the factory builds, for titles (e.g. "pkg.module:make_model")
     init: bool = True                    # the factory's model: re-draw the init per the table (False: keep its own)
+    data: str | None = None              # a prepared corpus (`deltamup data prepare`) to draw the batches from;
+                                         # None: the embedded text sample (343 KB: a long check at a large batch
+                                         # repeats it, e.g. every 21 steps at 16 × 1024 tokens)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -91,6 +95,25 @@ class CoordCheck:
                 self.model.with_width(w)  # validates the head layout at every width
         elif self.base_width is None or self.base_width < 1:
             raise ValueError("a model factory needs base_width (the width where every width multiplier is 1)")
+        if self.data is not None:
+            vocab = self.corpus.vocab_size  # opens the corpus: a wrong path or format fails here, before any work
+            if self.model is not None and vocab > self.model.vocab_size:
+                raise ValueError(f"data {self.data}: vocabulary {vocab} > the model's {self.model.vocab_size}")
+
+    @property
+    def corpus(self) -> Corpus:
+        """The prepared corpus the batches come from (only with `data`)."""
+        return Corpus(path=self.data)
+
+    def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The steps + 1 batches (inputs [B, T], targets [B, T]): [0] is the probe batch, [t + 1] trains step t."""
+        gen = (self.corpus.train_batches(self.batch_size, self.seq_len, self.seed) if self.data is not None
+               else sample_batches(self.batch_size, self.seq_len, seed=self.seed))
+        return [next(gen) for _ in range(self.steps + 1)]
+
+    def sample_repeats(self) -> float:
+        """How many times the training steps read the embedded sample over (0 with `data`)."""
+        return 0.0 if self.data is not None else self.steps * self.batch_size * self.seq_len / len(sample_tokens())
 
     @property
     def base_lr(self) -> float:
@@ -124,8 +147,9 @@ class CoordCheck:
         schedule = "" if self.schedule == "constant" and not self.warmup_steps else (
             f" · {self.schedule}, warm-up {self.warmup_steps}")
         clip = "" if self.grad_clip is None else f" · clip {self.grad_clip:g}"
+        data = "" if self.data is None else f" · data {Path(self.data).name}"
         return (f"{model} · {self.parametrization} · {self.optimizer} · widths {widths} · {self.steps} steps · "
-                f"lr {self.base_lr:g}{schedule}{clip}")
+                f"lr {self.base_lr:g}{schedule}{clip}{data}")
 
 
 def _rms(x: torch.Tensor) -> float:
@@ -281,8 +305,7 @@ def _per_role_rms(width: int, step: int, kind: str, roles: dict[int, Role],
 
 def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) -> list[dict]:
     """coords rows: one per (width, step, probe) with rms, l1 and delta_rms (plain dicts: no polars needed)."""
-    gen = sample_batches(check.batch_size, check.seq_len, seed=check.seed)
-    batches = [next(gen) for _ in range(check.steps + 1)]
+    batches = check.batches()
     on_cpu = check.model_factory is not None and check.torch_device.type == "cpu"
     with reference_ops() if on_cpu else contextlib.nullcontext():  # fla's / Qwen3-Next's GPU-only kernels
         subjects = prepare(check)
@@ -354,5 +377,6 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
                 widths=list(check.widths), steps=check.steps, lr=check.base_lr, kind=check.model_kind,
                 schedule=check.schedule, warmup_steps=check.warmup_steps, min_lr_ratio=check.min_lr_ratio,
                 grad_clip=check.grad_clip, weight_decay=check.weight_decay, eps=check.eps, every=check.every,
+                data=check.data or "sample",
                 model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on)
     (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

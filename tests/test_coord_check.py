@@ -4,6 +4,7 @@ at widths 128…1024 with the CLI's defaults (8 × 64 tokens, AdamW lr 1e-2, SGD
 docs/theory.md "Where the measurement disagrees"); any other disagreement is new and fails here."""
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -121,3 +122,24 @@ def test_every_documented_deviation_points_into_the_docs():
     for d in deviations.DOCUMENTED:
         assert d.item in items, d
         assert "\n" not in d.reason and len(d.reason) < 120
+
+
+def test_batches_come_from_the_data_given(tmp_path):
+    """With data, every batch is a window of that corpus (here a cycle 7 → 9 → 11), not of the embedded sample; a
+    corpus whose vocabulary the model cannot embed is refused before any work."""
+    cycle = tmp_path / "cycle.bin"
+    cycle.write_bytes(np.tile(np.array([7, 9, 11], dtype=np.uint16), 4000).tobytes())
+    config = ModelConfig(kind="gdn", depth=1)
+    check = coord_check.CoordCheck(config, "gdn-mup", "adamw", WIDTHS, steps=3, batch_size=4, seq_len=32,
+                                   data=str(cycle))
+    batches = check.batches()
+    assert len(batches) == 4 and check.sample_repeats() == 0
+    for inputs, targets in batches:
+        assert set(inputs.unique().tolist()) == {7, 9, 11}
+        assert bool(((inputs - 7) // 2 + 1).remainder(3).eq((targets - 7) // 2).all())  # each target follows its input
+    sample = coord_check.CoordCheck(config, "gdn-mup", "adamw", WIDTHS, steps=3, batch_size=4, seq_len=32)
+    assert len(sample.batches()[0][0].unique()) > 3
+    wide = tmp_path / "wide.bin"
+    wide.write_bytes(np.array([1, 300] * 100, dtype=np.uint16).tobytes())
+    with pytest.raises(ValueError, match="vocabulary 301 > the model's 256"):
+        coord_check.CoordCheck(config, "gdn-mup", "adamw", WIDTHS, data=str(wide))

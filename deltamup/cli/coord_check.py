@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=coord_check.CoordCheck.batch_size)
     p.add_argument("--seq-len", type=int, default=coord_check.CoordCheck.seq_len)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="a prepared corpus (`deltamup data prepare --out DIR`) to draw the batches from (default: "
+                        "the embedded 343 KB text sample, which a long check at a large batch reads many times over)")
     g = p.add_argument_group("schedule (default: the short check's constant LR, no clipping; a sweep's for a long one)")
     g.add_argument("--schedule", default="constant", help="constant | cosine (warm-up, then cosine decay)")
     g.add_argument("--warmup-steps", type=int, default=0)
@@ -79,7 +82,7 @@ def make_check(args: argparse.Namespace) -> coord_check.CoordCheck:
                   steps=args.steps, lr=args.lr, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
                   device=args.device, bf16=not args.fp32, schedule=args.schedule, warmup_steps=args.warmup_steps,
                   min_lr_ratio=args.min_lr_ratio, grad_clip=args.grad_clip, weight_decay=args.weight_decay,
-                  eps=args.adam_eps, every=args.every)
+                  eps=args.adam_eps, every=args.every, data=args.data)
     if not args.model_factory:
         if args.roles:
             raise ValueError("--roles goes with --model-factory")
@@ -102,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     if args.from_coords and not Path(args.from_coords).is_file():
         raise ValueError(f"--from-coords: no such file {args.from_coords}")
     progress = lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    if not args.from_coords and check.sample_repeats() > 1:
+        print(f"note: {check.steps} steps of {check.batch_size} × {check.seq_len} tokens read the embedded sample "
+              f"{check.sample_repeats():.1f} times over: late steps fit a memorised text; --data DIR draws from a "
+              "prepared corpus", file=sys.stderr, flush=True)
     if args.raw:
         coord_check.write_rows(coord_check.collect(check, progress), out / "coords.parquet")
         print(f"wrote {out}/coords.parquet; analyse it with --from-coords")

@@ -1,5 +1,7 @@
 """Side by side: the fitted width slopes of chosen probes at chosen steps, for several coordinate checks (one
-column per check directory), as a Markdown table; optionally the gradient RMS per role and width of the first one.
+column per check directory), as a Markdown table; optionally the gradient RMS per role and width of the first one,
+and with --local the first one's change RMS(x_t − x_0) per width with the slope between each pair of neighbouring
+widths (a finite-width correction shrinks from narrow to wide pairs; an exponent does not).
 
     python3 studies/coord-checks/slope_table.py studies/coord-checks/eps/gdn-mup-eps1e-8 \
         studies/coord-checks/eps/gdn-mup-adameps --probes block1.mixer_out,block1.mlp_out --steps 1,5,10 [--grads 1]
@@ -7,6 +9,7 @@ column per check directory), as a Markdown table; optionally the gradient RMS pe
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import polars as pl
@@ -39,6 +42,25 @@ def grad_table(directory: Path, step: int) -> list[str]:
     return lines
 
 
+def local_table(directory: Path, probes: list[str], steps: list[int]) -> list[str]:
+    """Markdown rows (probe, t, RMS(x_t − x_0) per width, the log-log slope between neighbouring widths)."""
+    coords = pl.read_parquet(directory / "coords.parquet")
+    widths = sorted(coords["width"].unique().to_list())
+    pairs = [f"{a}→{b}" for a, b in zip(widths, widths[1:])]
+    lines = ["| probe | t | " + " | ".join(f"width {w}" for w in widths) + " | " + " | ".join(pairs) + " |",
+             "| --- | --- |" + " --- |" * (len(widths) + len(pairs))]
+    for probe in probes:
+        for step in steps:
+            rows = coords.filter((pl.col("probe") == probe) & (pl.col("step") == step)).sort("width")
+            if rows.height != len(widths):
+                continue
+            size = rows["delta_rms"].to_list()
+            local = [math.log(b / a) / math.log(wb / wa) for a, b, wa, wb in zip(size, size[1:], widths, widths[1:])]
+            lines.append(f"| {probe} | {step} | " + " | ".join(f"{v:.3g}" for v in size) + " | "
+                         + " | ".join(f"{v:+.2f}" for v in local) + " |")
+    return lines
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", type=Path, nargs="+", help="coordinate-check directories (each with slopes.csv)")
@@ -46,6 +68,8 @@ def main() -> None:
     p.add_argument("--steps", required=True, help="comma-separated steps")
     p.add_argument("--grads", type=int, default=None, metavar="STEP",
                    help="also the first check's gradient RMS per role and width at STEP")
+    p.add_argument("--local", action="store_true",
+                   help="also the first check's change per width and the slopes between neighbouring widths")
     args = p.parse_args()
     for d in args.dirs:
         if not (d / "slopes.csv").is_file():
@@ -54,6 +78,9 @@ def main() -> None:
     if args.grads is not None:
         print()
         print("\n".join(grad_table(args.dirs[0], args.grads)))
+    if args.local:
+        print()
+        print("\n".join(local_table(args.dirs[0], args.probes.split(","), [int(s) for s in args.steps.split(",")])))
 
 
 if __name__ == "__main__":
