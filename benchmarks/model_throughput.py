@@ -13,10 +13,13 @@ a verified gradient.
 
     python3 benchmarks/model_throughput.py --variants ours-compile fla --mlp-hidden 2816 --profile --out throughput.json
 
-Prints one row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
-parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens), peak memory,
+First measures the GPU's bf16 matmul peak (8192³ products), the reference of the "share of peak" column. Prints one
+row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
+parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens) and its share of
+the measured peak, peak memory,
 seconds to the first step (compilation, autotuning), and the loss at the first and last timed step. --profile adds
-the CUDA time per kernel of each variant and the GPU's busy fraction (kernel time / step time; the rest is the GPU
+the CUDA time per kernel of each variant, the same summed by category (matmul, delta rule, loss, optimizer,
+elementwise and norms, other), and the GPU's busy fraction (kernel time / step time; the rest is the GPU
 waiting for the host).
 """
 from __future__ import annotations
@@ -112,27 +115,63 @@ def measure(name: str, args: argparse.Namespace) -> dict:
            "tflops": 6 * params * n_tokens / ms * 1e-9, "peak_gb": torch.cuda.max_memory_allocated() / 2**30,
            "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
     if args.profile:
-        row["profile"] = profile(step, tokens[-1])
+        row["profile"], row["categories"] = profile(step, tokens[-1])
         row["gpu_busy"] = sum(ms for _, ms in row["profile"]) / row["ms_per_step"]
     return row
 
 
-def profile(step: StepFn, tokens: Tensor, top: int = 25) -> list[tuple[str, float]]:
-    """CUDA ms per training step of the `top` most expensive kernels, the rest summed as "other"."""
+CATEGORIES = (  # (category, substrings of a kernel's name), first match wins
+    ("matmul", ("nvjet", "gemm", "cutlass", "xmma", "cublas")),
+    ("delta rule", ("chunk_", "solve", "wy_", "kkt", "fused_recurrent", "causal_conv1d")),
+    ("loss", ("log_softmax", "cross_entropy", "nll_loss")),
+    ("optimizer", ("multi_tensor_apply", "adam")),
+    ("elementwise, norms (Inductor / ATen)", ("triton_", "elementwise", "reduce", "norm", "swiglu", "Cat")),
+)
+
+
+def category(kernel: str) -> str:
+    return next((name for name, keys in CATEGORIES if any(k in kernel for k in keys)), "other")
+
+
+def profile(step: StepFn, tokens: Tensor, top: int = 25) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """CUDA ms per training step of the `top` most expensive kernels (the rest summed as "other"), and of every
+    kernel summed by category."""
     times = cuda_times(lambda: step(tokens[:, :-1], tokens[:, 1:]), reps=3)
-    return [(name, round(ms, 3)) for name, ms in times[:top]] + [("other", round(sum(t for _, t in times[top:]), 3))]
+    by_category: dict[str, float] = {}
+    for name, ms in times:
+        by_category[category(name)] = by_category.get(category(name), 0.0) + ms
+    kernels = [(name, round(ms, 3)) for name, ms in times[:top]] + [("other", round(sum(t for _, t in times[top:]), 3))]
+    return kernels, {name: round(ms, 3) for name, ms in sorted(by_category.items(), key=lambda kv: -kv[1])}
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | GPU busy | peak GiB | first step s | "
-             "loss first → last |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+def matmul_peak(n: int = 8192, reps: int = 30) -> float:
+    """Measured bf16 matmul TFLOP/s: the median of `reps` n × n × n products timed with CUDA events."""
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    for _ in range(5):
+        a @ b
+    times = []
+    for _ in range(reps):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end))
+    return 2 * n**3 / statistics.median(times) * 1e-9
+
+
+def table(rows: list[dict], peak: float | None) -> str:
+    """The rows as Markdown; `peak`: the measured bf16 matmul TFLOP/s each row's 6ND rate is a share of."""
+    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | share of the measured matmul peak | GPU busy | "
+             "peak GiB | first step s | loss first → last |", "|" + " --- |" * 10]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['error']} | | | | | | | |")
+            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 8)
             continue
         busy = f"{r['gpu_busy']:.0%}" if "gpu_busy" in r else "–"
+        share = f"{r['tflops'] / peak:.0%}" if peak else "–"
         lines.append(f"| {r['variant']} | {r['params'] / 1e6:.1f}M | {r['ms_per_step']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {busy} | {r['peak_gb']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {share} | {busy} | {r['peak_gb']:.1f} | "
                      f"{r['first_step_s']:.0f} | {r['loss_first']:.3f} → {r['loss_last']:.3f} |")
     return "\n".join(lines)
 
@@ -158,21 +197,25 @@ def main() -> None:
     args.mlp_hidden = args.mlp_hidden or -(-8 * args.width // 3)
     if not torch.cuda.is_available():
         raise SystemExit("model_throughput: needs a CUDA GPU")
+    peak = matmul_peak()  # the reference for "share of peak", measured in this run on this GPU
+    print(f"measured bf16 matmul peak: {peak:.0f} TFLOP/s (8192³, median of 30)", flush=True)
     rows = []
     for name in args.variants:
         try:
             rows.append(measure(name, args))
         except Exception as e:  # one variant failing (fla on an unsupported stack) keeps the others
             rows.append({"variant": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"})
-        print(json.dumps({k: v for k, v in rows[-1].items() if k != "profile"}), flush=True)
+        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("profile", "categories")}), flush=True)
         for kernel, ms in rows[-1].get("profile", []):
             print(f"  {ms:8.3f} ms  {kernel}", flush=True)
+        for name, ms in rows[-1].get("categories", {}).items():
+            print(f"  {ms:8.3f} ms  [{name}]", flush=True)
         torch.cuda.empty_cache()
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "rows": rows}, f, indent=1)
-    print(table(rows))
+                           "matmul_peak_tflops": peak, "rows": rows}, f, indent=1)
+    print(table(rows, peak))
 
 
 if __name__ == "__main__":
