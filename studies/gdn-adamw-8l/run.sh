@@ -8,7 +8,9 @@
 #              stays); b and g are width 256's optima (mean over 3 seeds), 2^-8 and 2^-9 until it has run
 #       edge   one more learning rate, 3 seeds, wherever a (parametrization, width)'s optimum over the learning
 #              rates run with 3 seeds is the smallest or the largest of them
-#       w2048  width 2048, seed 0 first: SP at b, b/2, b/4, b/8 and GDN-µP at g/2, g, 2g, b and g now width 1024's
+#       w2048  width 2048, seed 0 first: SP at b, b/2, b/4, b/8 and GDN-µP at g/2, g, 2g, b and g now width 1024's;
+#              then, around each one's seed-0 optimum e at 2048: seed 0 at e/2 and 2e where missing (SP's 2e
+#              first), and seeds 1 and 2 at e/2, e, 2e
 #       mech   the mechanisms one at a time at widths 256 and 1024, 3 seeds: GDN-µP without the √d before the norm
 #              (gdn-mup-nosqrtd), with naive µP's gate rules (gdn-mup-mupgates) and with Adam's ε per role
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
@@ -22,14 +24,21 @@ SPEC=studies/gdn-adamw-8l/spec.yaml
 sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
             --set task.path="$CORPUS" "$@"; }
 optima() {  # MODE [WIDTH PARAM DEFAULT]: "optimum": log2 of the best LR (mean val_loss over 3 seeds, ≥ 3 such LRs)
-  python3 - "$DIR" "$@" <<'PY'       # else DEFAULT; "edges": "width param log2(lr)" per optimum on an edge, one out
+  python3 - "$DIR" "$@" <<'PY'       # else DEFAULT; "edges": "width param log2(lr)" per optimum on an edge, one out;
+                                     # "seed0": log2 of the best LR among seed 0's trials, else DEFAULT
 import glob, json, math, statistics, sys
 out, mode = sys.argv[1], sys.argv[2]
-by = {}
+by, seed0 = {}, {}
 for f in glob.glob(f"{out}/results/*.json"):
     r = json.load(open(f))
     if r["status"] == "ok":
         by.setdefault((r["width"], r["parametrization"]), {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
+        if r["seed"] == 0:
+            seed0.setdefault((r["width"], r["parametrization"]), {})[round(math.log2(r["lr"]))] = r["val_loss"]
+if mode == "seed0":
+    losses = seed0.get((int(sys.argv[3]), sys.argv[4]), {})
+    print(min(losses, key=losses.get) if losses else sys.argv[5])
+    sys.exit()
 full = {k: {e: statistics.mean(v) for e, v in lrs.items() if len(v) >= 3} for k, lrs in by.items()}
 if mode == "optimum":
     means = full.get((int(sys.argv[3]), sys.argv[4]), {})
@@ -64,7 +73,16 @@ for PART in "$@"; do
     w2048)
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -9)
       echo "width 2048: width 1024's optima SP 2^$b, GDN-µP 2^$g"
-      two 2048 "$(lrs $b $((b - 1)) $((b - 2)) $((b - 3)))" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
+      sweep --set 'widths=[2048]' --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs $((g - 1)) $g $((g + 1)))" \
+            --set 'seeds=[0]'
+      sweep --set 'widths=[2048]' --set 'parametrizations=[sp]' --set "lrs=$(lrs $b $((b - 1)) $((b - 2)) $((b - 3)))" \
+            --set 'seeds=[0]'
+      for P in sp gdn-mup; do
+        e=$(optima seed0 2048 "$P" "$g")
+        echo "width 2048: $P's seed-0 optimum 2^$e; 2^$((e - 1)) … 2^$((e + 1)), seeds 0–2"
+        sweep --set 'widths=[2048]' --set "parametrizations=[$P]" --set "lrs=$(lrs $((e + 1)) "$e" $((e - 1)))" \
+              --set 'seeds=[0, 1, 2]'
+      done ;;
     mech)
       for W in 256 1024; do
         g=$(optima optimum "$W" gdn-mup -9)
