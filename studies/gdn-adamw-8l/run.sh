@@ -23,34 +23,7 @@ DIR=$1; CORPUS=$2; shift 2
 SPEC=studies/gdn-adamw-8l/spec.yaml
 sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
             --set task.path="$CORPUS" "$@"; }
-optima() {  # MODE [WIDTH PARAM DEFAULT]: "optimum": log2 of the best LR (mean val_loss over 3 seeds, ≥ 3 such LRs)
-  python3 - "$DIR" "$@" <<'PY'       # else DEFAULT; "edges": "width param log2(lr)" per optimum on an edge, one out;
-                                     # "seed0": log2 of the best LR among seed 0's trials, else DEFAULT
-import glob, json, math, statistics, sys
-out, mode = sys.argv[1], sys.argv[2]
-by, seed0 = {}, {}
-for f in glob.glob(f"{out}/results/*.json"):
-    r = json.load(open(f))
-    if r["status"] == "ok":
-        by.setdefault((r["width"], r["parametrization"]), {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
-        if r["seed"] == 0:
-            seed0.setdefault((r["width"], r["parametrization"]), {})[round(math.log2(r["lr"]))] = r["val_loss"]
-if mode == "seed0":
-    losses = seed0.get((int(sys.argv[3]), sys.argv[4]), {})
-    print(min(losses, key=losses.get) if losses else sys.argv[5])
-    sys.exit()
-full = {k: {e: statistics.mean(v) for e, v in lrs.items() if len(v) >= 3} for k, lrs in by.items()}
-if mode == "optimum":
-    means = full.get((int(sys.argv[3]), sys.argv[4]), {})
-    print(min(means, key=means.get) if len(means) >= 3 else sys.argv[5])
-else:
-    for (width, param), means in sorted(full.items()):
-        if len(means) >= 3:
-            best = min(means, key=means.get)
-            if best in (min(means), max(means)):
-                print(width, param, best - 1 if best == min(means) else best + 1)
-PY
-}
+optima() { python3 studies/optima.py "$DIR" "$@"; }  # MODE [WIDTH PARAM DEFAULT]: see studies/optima.py
 lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
 two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
   for SEEDS in '[0]' '[1, 2]'; do
