@@ -3,9 +3,15 @@ last checkpoint, and its result equals the uninterrupted run's, bit for bit on a
 
 One file holds what the loop needs to go on: the steps done, the model's and the optimizer's state dicts, the
 TrainResult so far, torch's CPU RNG state (and the CUDA RNG state of the model's device), the caller's `extra` dict
-and a fingerprint of the run's configuration. It is written atomically (a temporary file in the same folder, then
-os.replace): a kill during a save leaves the previous checkpoint. Its size is about 12 bytes a parameter under AdamW
-(float32 weights and Adam's two moments), 8 under SGD with momentum.
+and a fingerprint of the run's configuration. Its size is about 12 bytes a parameter under AdamW (float32 weights and
+Adam's two moments), 8 under SGD with momentum.
+
+A save takes a snapshot of all of it on the spot: every tensor copied to the CPU memory (the snapshot holds one
+such copy of the state while it is written), so the steps that follow do not change it. A background thread then
+writes the snapshot, atomically (a temporary file in the same folder, flushed and fsynced, then os.replace): a kill
+during a write leaves the previous checkpoint. One write at a time: a save first waits for the previous write to
+end, and wait() waits for the last one; train() calls it before it returns or raises, so the file on disk is then
+its last snapshot and no write is left to run. A write that fails raises its error at the next save or at wait().
 
 A model sharded with FSDP (its parameters are DTensors, scaling.data_parallel) is saved whole: every rank gathers
 the full model and optimizer state dicts onto the CPU (torch.distributed.checkpoint.state_dict, collective) and one
@@ -13,14 +19,18 @@ rank writes them; every rank reads the file and keeps its own shards.
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import hashlib
 import json
 import os
 import pickle
 import sys
+import threading
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +55,8 @@ class Checkpointing:
     fingerprint: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     saved_at: float = field(default_factory=time.monotonic, init=False, repr=False)  # time.monotonic(), last save
+    writer: threading.Thread | None = field(default=None, init=False, repr=False, compare=False)  # pending write
+    failure: BaseException | None = field(default=None, init=False, repr=False, compare=False)  # its error
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -70,38 +82,117 @@ def sharded(model: nn.Module) -> bool:
 
 def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer, result: Any,
          write: bool = True) -> None:
-    """Writes the run after result.steps steps to checkpointing.path, atomically. A sharded model: every rank calls
-    it (the state is gathered collectively), the one with write=True writes it."""
-    if sharded(model):
+    """Takes a snapshot of the run after result.steps steps (on the CPU: later steps do not change it) and, with
+    write=True, has a background thread write it to checkpointing.path, atomically. Waits first for the previous
+    write to end and raises its error, if it failed. A sharded model: every rank calls it (the state is gathered
+    collectively), the one with write=True writes it."""
+    wait(checkpointing)
+    if sharded(model):  # new CPU tensors, but for those the gather returned as they were (whole, on the CPU)
         states = (dcp.get_model_state_dict(model, options=FULL),
                   dcp.get_optimizer_state_dict(model, optimizer, options=FULL))
+        live = _storages((model.state_dict(), optimizer.state_dict()))
     else:
-        states = model.state_dict(), optimizer.state_dict()
+        states, live = (model.state_dict(), optimizer.state_dict()), None
     if write:
-        _write(checkpointing, model, *states, result)
+        states = _copied(states, live)
+        device = next(model.parameters()).device
+        rng = {"cpu": torch.get_rng_state()}
+        if device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(device)
+        state = {"fingerprint": checkpointing.fingerprint, "step": result.steps, "model": states[0],
+                 "optimizer": states[1], "result": dataclasses.asdict(result), "rng": rng,
+                 "extra": copy.deepcopy(checkpointing.extra)}
+        writer = threading.Thread(target=_write, args=(checkpointing, state),
+                                  name=f"checkpoint writer {checkpointing.path}")
+        writer.start()
+        checkpointing.writer = writer
     checkpointing.saved_at = time.monotonic()
 
 
-def _write(checkpointing: Checkpointing, model: nn.Module, model_state: dict, optimizer_state: dict,
-           result: Any) -> None:
-    device = next(model.parameters()).device
-    rng = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        rng["cuda"] = torch.cuda.get_rng_state(device)
-    state = {"fingerprint": checkpointing.fingerprint, "step": result.steps, "model": model_state,
-             "optimizer": optimizer_state, "result": dataclasses.asdict(result), "rng": rng,
-             "extra": checkpointing.extra}
+def wait(checkpointing: Checkpointing) -> None:
+    """Waits for checkpointing's pending write, if any, to end; raises its error if it failed (once)."""
+    if checkpointing.writer is not None:
+        checkpointing.writer.join()
+        checkpointing.writer = None
+    failure, checkpointing.failure = checkpointing.failure, None
+    if failure is not None:
+        raise failure
+
+
+@contextlib.contextmanager
+def writes(checkpointing: Checkpointing | None) -> Iterator[None]:
+    """Waits for checkpointing's pending write (wait) when the block is left, also by an exception: a failed write's
+    error is raised, or, when the block raised, noted on its exception."""
+    try:
+        yield
+    except BaseException as error:
+        if checkpointing is not None:
+            try:
+                wait(checkpointing)
+            except Exception as failure:
+                error.add_note(f"and writing the checkpoint failed: {failure!r}")
+        raise
+    if checkpointing is not None:
+        wait(checkpointing)
+
+
+def _write(checkpointing: Checkpointing, state: dict[str, Any]) -> None:
+    """Writes `state` to checkpointing.path through a temporary file (the writer thread); an error is kept in
+    checkpointing.failure."""
     path = checkpointing.path
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        del state  # the snapshot's memory is freed now, not when the error is: the frames of its traceback held it
+        traceback.clear_frames(e.__traceback__)
+        e.add_note(f"writing the checkpoint {path}")
+        checkpointing.failure = e
+
+
+def _key(tensor: torch.Tensor) -> tuple[str, int]:
+    """Where the memory `tensor` lives in (a DTensor: its local shard): (device, address)."""
+    storage = (tensor.to_local() if isinstance(tensor, DTensor) else tensor).untyped_storage()
+    return str(storage.device), storage.data_ptr()
+
+
+@torch.no_grad()
+def _storages(states: Any) -> set[tuple[str, int]]:
+    """The _key of every tensor in `states` (nested dicts, lists, tuples)."""
+    if isinstance(states, torch.Tensor):
+        return {_key(states)}
+    values = states.values() if isinstance(states, dict) else states if isinstance(states, (list, tuple)) else ()
+    return set().union(*(_storages(value) for value in values))
+
+
+@torch.no_grad()
+def _copied(states: Any, only: set[tuple[str, int]] | None = None,
+            copies: dict[tuple[str, int], torch.UntypedStorage] | None = None) -> Any:
+    """`states` (nested dicts, lists, tuples) with its tensors' memory copied to the CPU, each storage once (tensors
+    that share memory, e.g. tied weights, share the copy, as torch.save keeps them): every tensor's, or `only` those
+    whose _key is one of these; other values as they are."""
+    copies = {} if copies is None else copies
+    if isinstance(states, torch.Tensor):
+        key = _key(states)
+        if only is not None and key not in only:
+            return states
+        if key not in copies:
+            copies[key] = torch.UntypedStorage(states.untyped_storage().nbytes()).copy_(states.untyped_storage())
+        return torch.empty(0, dtype=states.dtype).set_(copies[key], states.storage_offset(), states.size(),
+                                                        states.stride())
+    if isinstance(states, dict):
+        return {key: _copied(value, only, copies) for key, value in states.items()}
+    if isinstance(states, (list, tuple)):
+        return type(states)(_copied(value, only, copies) for value in states)
+    return states
 
 
 def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -139,7 +230,7 @@ def _read(checkpointing: Checkpointing) -> dict[str, Any] | None:
     path = checkpointing.path
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # none there (NotADirectoryError: a parent is a file)
         return None
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         problem = f"unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"

@@ -175,7 +175,8 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     (rank 0; under FSDP every rank gathers the state and rank 0 writes it) at a log boundary, after on_log and
     on_eval, once checkpointing.every_s seconds have passed since the previous save (scaling.checkpoint). The result
     equals the uninterrupted run's, bit for bit on a CPU; a horizon evaluated before the checkpoint is not evaluated
-    again; train seconds include the saves."""
+    again. A save blocks the loop while it copies the state to the CPU; a background thread writes it, and train()
+    waits for the last write before it returns or raises (its failure raised). Train seconds include the saves."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     loss_fn, stepped = loss_function(config), model
@@ -193,41 +194,42 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     before = cache_counts() if config.compile else None
     start = time.perf_counter() - result.seconds - result.eval_seconds  # a resumed run's clock goes on
     began, first = time.perf_counter(), result.steps
-    for step in range(result.steps, config.steps):
-        inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
-        loss = loss_fn(stepped, (inputs, targets))
-        result.tokens += inputs.numel() * (ranks.world if ranks is not None else 1)
-        result.steps = step + 1
-        norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
-        if step == first:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            result.first_step_seconds = time.perf_counter() - began
-        pending.append((step, loss.detach(), lr_factor(step, config), norm))
-        evaluate = on_eval is not None and step + 1 in eval_steps
-        if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
-            # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
-            norms = [n for *_, n in pending if n is not None]
-            synced = torch.stack([loss for _, loss, _, _ in pending] + norms)
-            values = (ranks.mean(synced) if ranks is not None else synced).tolist()
-            rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
-            result.grad_norms.extend(values[len(pending):] if norms else [math.nan] * len(pending))
-            pending = []
-            result.losses.extend(rows)
-            bad = [s for s, loss, _ in rows if not math.isfinite(loss)]
-            if on_log is not None:
-                on_log(step, rows)
-            if bad:
-                result.diverged, result.diverged_step = True, bad[0]
-                break
-            if evaluate:
-                began = time.perf_counter()
-                on_eval(step + 1, result)
-                model.train()
-                result.eval_seconds += time.perf_counter() - began
-            if checkpointing is not None and (checkpointing.due() if ranks is None else ranks.saves(checkpointing)):
-                result.seconds = time.perf_counter() - start - result.eval_seconds
-                checkpoint.save(checkpointing, model, optimizer, result, write=ranks is None or ranks.rank == 0)
+    with checkpoint.writes(checkpointing):  # the last save's write ends before train() returns or raises
+        for step in range(result.steps, config.steps):
+            inputs, targets = (t.to(device, non_blocking=True) for t in next(batches))
+            loss = loss_fn(stepped, (inputs, targets))
+            result.tokens += inputs.numel() * (ranks.world if ranks is not None else 1)
+            result.steps = step + 1
+            norm = optimizer_step(model, optimizer, loss, step, config)  # None without clipping, on every step
+            if step == first:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                result.first_step_seconds = time.perf_counter() - began
+            pending.append((step, loss.detach(), lr_factor(step, config), norm))
+            evaluate = on_eval is not None and step + 1 in eval_steps
+            if (step + 1) % config.log_every == 0 or step + 1 == config.steps or evaluate:
+                # one host sync per log interval: the losses and (when clipping) the gradient norms in one tensor
+                norms = [n for *_, n in pending if n is not None]
+                synced = torch.stack([loss for _, loss, _, _ in pending] + norms)
+                values = (ranks.mean(synced) if ranks is not None else synced).tolist()
+                rows = [(s, v, f) for (s, _, f, _), v in zip(pending, values)]
+                result.grad_norms.extend(values[len(pending):] if norms else [math.nan] * len(pending))
+                pending = []
+                result.losses.extend(rows)
+                bad = [s for s, loss, _ in rows if not math.isfinite(loss)]
+                if on_log is not None:
+                    on_log(step, rows)
+                if bad:
+                    result.diverged, result.diverged_step = True, bad[0]
+                    break
+                if evaluate:
+                    began = time.perf_counter()
+                    on_eval(step + 1, result)
+                    model.train()
+                    result.eval_seconds += time.perf_counter() - began
+                if checkpointing is not None and (checkpointing.due() if ranks is None else ranks.saves(checkpointing)):
+                    result.seconds = time.perf_counter() - start - result.eval_seconds
+                    checkpoint.save(checkpointing, model, optimizer, result, write=ranks is None or ranks.rank == 0)
     result.seconds = time.perf_counter() - start - result.eval_seconds
     if before is not None:
         result.compile_cache = counts_since(before)

@@ -1,12 +1,15 @@
 """Trial checkpoints (scaling/checkpoint.py, spec `checkpoint.every_s`): a run killed mid-way continues from its last
 checkpoint and ends exactly as the uninterrupted run; a checkpoint of another configuration is not loaded; a sweep
-whose driver is killed resumes its running trial from its checkpoint. Tiny models (width 32, depth 1) on the CPU."""
+whose driver is killed resumes its running trial from its checkpoint; a checkpoint holds the state of its save()
+call although it is written in the background, a failed write raises, and train() leaves no write running. Tiny
+models (width 32, depth 1) on the CPU."""
 from __future__ import annotations
 
 import contextlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +21,10 @@ from test_sweeps import tiny_spec
 from deltamup.cli import main
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
-from deltamup.scaling.checkpoint import Checkpointing, fingerprint, sharded
+from deltamup.scaling.checkpoint import Checkpointing, fingerprint, save, sharded, wait
 from deltamup.scaling.data import get_task
 from deltamup.scaling.data_parallel import Ranks
-from deltamup.scaling.train import TrainConfig, TrainResult, train
+from deltamup.scaling.train import TrainConfig, TrainResult, loss_function, make_optimizer, optimizer_step, train
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.runner import run_sweep
@@ -114,6 +117,83 @@ def test_a_checkpoint_is_loaded_only_by_the_same_configuration(tmp_path, capsys)
     assert run(str(path), other)[0].losses == reference.losses
     assert f"checkpoint {path} is unreadable" in capsys.readouterr().err
     assert torch.load(path, weights_only=True)["fingerprint"] == fingerprint(other.to_dict())  # saved anew
+
+
+def writers() -> list[threading.Thread]:
+    """The checkpoint writer threads alive in this process."""
+    return [thread for thread in threading.enumerate() if thread.name.startswith("checkpoint writer")]
+
+
+def stepped_model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """A width-512 model (7.5M parameters: a write takes far longer than changing them) and its AdamW after a step."""
+    config = ModelConfig(kind="gdn", depth=2, heads=4, base_width=32, width=512, vocab_size=256)
+    model = build_model(config, "gdn-mup", "adamw", seed=0)
+    optimizer = make_optimizer(model, "gdn-mup", CONFIG)
+    batch = next(get_task("sample").train_batches(4, 32, seed=0))
+    optimizer_step(model, optimizer, loss_function(CONFIG)(model, batch), 0, CONFIG)
+    return model, optimizer
+
+
+def test_a_checkpoint_holds_the_state_its_save_was_called_with(tmp_path):
+    model, optimizer = stepped_model()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = [{k: v.clone() for k, v in state.items()} for state in optimizer.state.values()]
+    checkpointing = Checkpointing(tmp_path / "run.pt", 0.0, "run", {"h10": 1.0})
+    save(checkpointing, model, optimizer, TrainResult(steps=1))
+    with torch.no_grad():  # the next steps change every tensor in place while the write runs
+        torch._foreach_add_([*model.parameters(), *(v for s in optimizer.state.values() for v in s.values())], 1.0)
+    checkpointing.extra["h20"] = 2.0
+    wait(checkpointing)
+    saved = torch.load(checkpointing.path, weights_only=True)
+    assert saved["model"].keys() == weights.keys()
+    assert all(torch.equal(saved["model"][k], v) for k, v in weights.items())
+    saved_moments = list(saved["optimizer"]["state"].values())
+    assert len(saved_moments) == len(moments) and all(
+        saved_state.keys() == state.keys() and all(torch.equal(saved_state[k], v) for k, v in state.items())
+        for saved_state, state in zip(saved_moments, moments))
+    assert saved["extra"] == {"h10": 1.0} and saved["step"] == 1
+
+
+def test_a_failed_write_raises_at_wait_at_the_next_save_and_out_of_train(tmp_path):
+    blocker = tmp_path / "file"  # a checkpoint "inside" a regular file: no folder can be made (also as root)
+    blocker.write_text("")
+    path = blocker / "run.pt"
+    model, optimizer = stepped_model()
+    checkpointing = Checkpointing(path, 0.0, "run")
+    save(checkpointing, model, optimizer, TrainResult(steps=1))  # the write fails in the background
+    with pytest.raises(FileExistsError) as failed:
+        wait(checkpointing)
+    assert f"writing the checkpoint {path}" in failed.value.__notes__
+    wait(checkpointing)  # raised once
+    save(checkpointing, model, optimizer, TrainResult(steps=1))
+    with pytest.raises(FileExistsError):
+        save(checkpointing, model, optimizer, TrainResult(steps=2))
+    with pytest.raises(FileExistsError):
+        run(str(path))
+    with pytest.raises(Stop) as stopped:  # saved at step 4, stopped at step 8 before its save: noted on the Stop
+        run(str(path), stop_at=8)
+    (note,) = stopped.value.__notes__
+    assert note.startswith("and writing the checkpoint failed: FileExistsError")
+    assert not writers()
+
+
+@pytest.mark.parametrize("stop_at, last", [(None, CONFIG.steps), (24, 20)])
+def test_train_leaves_no_write_running_and_its_last_snapshot_on_disk(tmp_path, stop_at, last):
+    """Returned (saved at its last step) or raised (at step 24, after the save at step 20): the file is the last
+    snapshot as soon as train() is left."""
+    path = tmp_path / "run.pt"
+    if stop_at is None:
+        result, model, _, _ = run(str(path))
+    else:
+        with pytest.raises(Stop):
+            run(str(path), stop_at=stop_at)
+    assert not writers()
+    saved = torch.load(path, weights_only=True)
+    assert saved["step"] == last and len(saved["result"]["losses"]) == last
+    if stop_at is None:
+        assert saved["result"]["losses"] == result.losses
+        assert all(torch.equal(saved["model"][k], v) for k, v in model.state_dict().items())
+    assert [p.name for p in tmp_path.iterdir()] == ["run.pt"]  # no temporary file left
 
 
 def data_parallel_rank(rank: int, folder: str, sharding: str) -> None:
