@@ -46,15 +46,19 @@ Result = TypeVar("Result")  # scaling.train.TrainResult (a dataclass)
 @dataclass
 class Checkpointing:
     """Save the run to `path` at the first log boundary `every_s` seconds (0: every one) after the previous save or
-    the start, and continue from `path` when it holds a checkpoint of the same `fingerprint` (one of another is
-    removed). `extra`: the caller's own state (plain data, e.g. the validation losses so far), saved with every
-    checkpoint and updated in place from it when the run continues."""
+    the start, or, when `every_steps` is set, at the first log boundary `every_steps` steps after them (instead of by
+    time: a run's saves then fall on the same steps however fast it goes), and continue from `path` when it holds a
+    checkpoint of the same `fingerprint` (one of another is removed). `extra`: the caller's own state (plain data,
+    e.g. the validation losses so far), saved with every checkpoint and updated in place from it when the run
+    continues."""
 
     path: Path
     every_s: float = 300.0
     fingerprint: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    every_steps: int | None = None
     saved_at: float = field(default_factory=time.monotonic, init=False, repr=False)  # time.monotonic(), last save
+    saved_step: int = field(default=0, init=False, repr=False)  # steps done at the last save (or the restore)
     writer: threading.Thread | None = field(default=None, init=False, repr=False, compare=False)  # pending write
     failure: BaseException | None = field(default=None, init=False, repr=False, compare=False)  # its error
 
@@ -62,8 +66,13 @@ class Checkpointing:
         self.path = Path(self.path)
         if not self.every_s >= 0:
             raise ValueError(f"every_s must be ≥ 0 seconds, got {self.every_s}")
+        if self.every_steps is not None and self.every_steps < 1:
+            raise ValueError(f"every_steps must be ≥ 1, got {self.every_steps}")
 
-    def due(self) -> bool:
+    def due(self, steps: int) -> bool:
+        """Whether a save is due after `steps` steps."""
+        if self.every_steps is not None:
+            return steps - self.saved_step >= self.every_steps
         return time.monotonic() - self.saved_at >= self.every_s
 
 
@@ -106,7 +115,7 @@ def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.
                                   name=f"checkpoint writer {checkpointing.path}")
         writer.start()
         checkpointing.writer = writer
-    checkpointing.saved_at = time.monotonic()
+    checkpointing.saved_at, checkpointing.saved_step = time.monotonic(), result.steps
 
 
 def wait(checkpointing: Checkpointing) -> None:
@@ -215,6 +224,7 @@ def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.opt
     if device.type == "cuda" and "cuda" in state["rng"]:
         torch.cuda.set_rng_state(state["rng"]["cuda"], device)
     checkpointing.extra.update(state["extra"])
+    checkpointing.saved_step = state["step"]
     return dataclasses.replace(result, **state["result"])
 
 

@@ -67,12 +67,13 @@ class Ranks:
             param.__dict__.update(tags[name])
         return model
 
-    def saves(self, checkpointing: Checkpointing) -> bool:
-        """Whether this rank takes part in a checkpoint save now. ddp: rank 0, when its checkpoint is due. fsdp:
-        every rank, when rank 0's is due (one broadcast): gathering the full state dicts is collective."""
+    def saves(self, checkpointing: Checkpointing, steps: int) -> bool:
+        """Whether this rank takes part in a checkpoint save now, after `steps` steps. ddp: rank 0, when its
+        checkpoint is due. fsdp: every rank, when rank 0's is due (one broadcast): gathering the full state dicts is
+        collective."""
         if self.sharding == "ddp":
-            return self.rank == 0 and checkpointing.due()
-        due = [checkpointing.due()]
+            return self.rank == 0 and checkpointing.due(steps)
+        due = [checkpointing.due(steps)]
         dist.broadcast_object_list(due, src=0)
         return due[0]
 

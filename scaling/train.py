@@ -173,10 +173,11 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     checkpointing: continue from the checkpoint at checkpointing.path if it holds one of this run (every rank loads
     it; the batches its steps consumed are drawn again and dropped: exact, at the data pipeline's cost), and save one
     (rank 0; under FSDP every rank gathers the state and rank 0 writes it) at a log boundary, after on_log and
-    on_eval, once checkpointing.every_s seconds have passed since the previous save (scaling.checkpoint). The result
-    equals the uninterrupted run's, bit for bit on a CPU; a horizon evaluated before the checkpoint is not evaluated
-    again. A save blocks the loop while it copies the state to the CPU; a background thread writes it, and train()
-    waits for the last write before it returns or raises (its failure raised). Train seconds include the saves."""
+    on_eval, once checkpointing.every_s seconds (or checkpointing.every_steps steps) have passed since the previous
+    save (scaling.checkpoint). The result equals the uninterrupted run's, bit for bit on a CPU; a horizon evaluated
+    before the checkpoint is not evaluated again. A save blocks the loop while it copies the state to the CPU; a
+    background thread writes it, and train() waits for the last write before it returns or raises (its failure
+    raised). Train seconds include the saves."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     loss_fn, stepped = loss_function(config), model
@@ -227,7 +228,8 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
                     on_eval(step + 1, result)
                     model.train()
                     result.eval_seconds += time.perf_counter() - began
-                if checkpointing is not None and (checkpointing.due() if ranks is None else ranks.saves(checkpointing)):
+                if checkpointing is not None and (checkpointing.due(result.steps) if ranks is None
+                                                  else ranks.saves(checkpointing, result.steps)):
                     result.seconds = time.perf_counter() - start - result.eval_seconds
                     checkpoint.save(checkpointing, model, optimizer, result, write=ranks is None or ranks.rank == 0)
     result.seconds = time.perf_counter() - start - result.eval_seconds
