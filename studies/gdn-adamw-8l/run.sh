@@ -20,11 +20,8 @@
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
-SPEC=studies/gdn-adamw-8l/spec.yaml
-sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
-            --set task.path="$CORPUS" "$@"; }
-optima() { python3 studies/optima.py "$DIR" "$@"; }  # MODE [WIDTH PARAM DEFAULT]: see studies/optima.py
-lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
+SPEC=${SPEC:-studies/gdn-adamw-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
+source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
 two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
   for SEEDS in '[0]' '[1, 2]'; do
     sweep --set "widths=[$1]" --set 'parametrizations=[gdn-mup]' --set "lrs=$3" --set "seeds=$SEEDS"
@@ -38,11 +35,7 @@ for PART in "$@"; do
       b=$(optima optimum 256 sp -8); g=$(optima optimum 256 gdn-mup -9)
       echo "width 1024: base optima SP 2^$b, GDN-µP 2^$g"
       two 1024 "$(lrs $((b - 2)) $((b - 1)) $b)" "$(lrs $((g - 1)) $g $((g + 1)))" ;;
-    edge)
-      optima edges | while read -r WIDTH PARAM E; do
-        echo "edge: $PARAM at width $WIDTH, 2^$E"
-        sweep --set "widths=[$WIDTH]" --set "parametrizations=[$PARAM]" --set "lrs=$(lrs "$E")" --set 'seeds=[0, 1, 2]'
-      done ;;
+    edge) edges ;;
     w2048)
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -9)
       echo "width 2048: width 1024's optima SP 2^$b, GDN-µP 2^$g"
@@ -68,8 +61,7 @@ for PART in "$@"; do
         for P in sp gdn-mup; do
           e=$(optima optimum "$W" "$P" -9)
           echo "4x steps: $P at width $W around 2^$e"
-          python3 -m deltamup sweep "$SPEC" --out "${DIR%/}-4x" --resume --warm-kernels --progress-every 60 \
-            --set task.path="$CORPUS" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
+          sweep_to "${DIR%/}-4x" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
             --set "parametrizations=[$P]" --set "lrs=$(lrs $((e - 1)) "$e" $((e + 1)))" --set 'seeds=[0]'
         done
       done ;;

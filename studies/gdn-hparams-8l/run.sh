@@ -10,8 +10,7 @@ set -eu
 trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
-sweep() { python3 -m deltamup sweep "$SPEC" --out "$DIR" --resume --warm-kernels --progress-every 60 \
-            --set task.path="$CORPUS" "$@"; }
+source studies/parts.sh  # sweep, lrs
 ranked() {  # SEEDS: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean val_loss
   python3 - "$DIR" "$1" <<'PY'   # over the seeds run (all of them: SEEDS) at its best LR
 import glob, json, math, statistics, sys
@@ -33,7 +32,6 @@ for (o, i), (_, e) in sorted(best.items(), key=lambda kv: kv[1][0]):
     print(f"{o:g} {i:g} {e}")
 PY
 }
-lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'seeds=[0]' ;;

@@ -10,29 +10,14 @@
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
-SPEC=studies/gdn-sgd-noclip/spec.yaml
-sweep() { python3 -m deltamup sweep "$SPEC" --resume --warm-kernels --progress-every 60 --set task.path="$CORPUS" "$@"; }
-optima() { python3 studies/optima.py "$DIR" "$@"; }  # MODE [WIDTH PARAM DEFAULT]: see studies/optima.py
-lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
+SPEC=${SPEC:-studies/gdn-sgd-noclip/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
+source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
 for PART in "$@"; do
   case $PART in
-    coarse) sweep --out "$DIR" --set 'seeds=[0]' ;;
-    seeds)
-      for W in 256 512 768 1024; do
-        for P in sp mup gdn-mup; do
-          e=$(optima seed0 "$W" "$P" -5)
-          echo "seeds 1-2: $P at width $W around its seed-0 optimum 2^$e"
-          sweep --out "$DIR" --set "widths=[$W]" --set "parametrizations=[$P]" \
-                --set "lrs=$(lrs "$e" $((e - 1)) $((e + 1)))" --set 'seeds=[1, 2]'
-        done
-      done ;;
-    edge)
-      optima edges | while read -r WIDTH PARAM E; do
-        echo "edge: $PARAM at width $WIDTH, 2^$E"
-        sweep --out "$DIR" --set "widths=[$WIDTH]" --set "parametrizations=[$PARAM]" --set "lrs=$(lrs "$E")" \
-              --set 'seeds=[0, 1, 2]'
-      done ;;
-    clip20) sweep --out "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
+    coarse) sweep --set 'seeds=[0]' ;;
+    seeds) seeds_around "256 512 768 1024" "sp mup gdn-mup" -5 ;;
+    edge) edges ;;
+    clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
     *) echo "unknown part $PART (coarse, seeds, edge, clip20)" >&2; exit 2 ;;
   esac
 done

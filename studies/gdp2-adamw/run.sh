@@ -9,23 +9,13 @@
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
-SPEC=studies/gdp2-adamw/spec.yaml
-sweep() { python3 -m deltamup sweep "$SPEC" --resume --warm-kernels --progress-every 60 --set task.path="$CORPUS" "$@"; }
-optima() { python3 studies/optima.py "$DIR" "$@"; }  # MODE [WIDTH PARAM DEFAULT]: see studies/optima.py
-lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
+SPEC=${SPEC:-studies/gdp2-adamw/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
+source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
 for PART in "$@"; do
   case $PART in
-    w1536) sweep --out "$DIR" --set 'widths=[1536]' ;;
-    seeds)
-      for W in 256 512 1024 1536; do
-        for P in sp gdn-mup; do
-          e=$(optima seed0 "$W" "$P" -9)
-          echo "seeds 1-2: $P at width $W around its seed-0 optimum 2^$e"
-          sweep --out "$DIR" --set "widths=[$W]" --set "parametrizations=[$P]" \
-                --set "lrs=$(lrs "$e" $((e - 1)) $((e + 1)))" --set 'seeds=[1, 2]'
-        done
-      done ;;
-    neg) sweep --out "${DIR%/}-neg" --set 'model.allow_neg_eigval=true' --set 'widths=[256, 1024]' ;;
+    w1536) sweep --set 'widths=[1536]' ;;
+    seeds) seeds_around "256 512 1024 1536" "sp gdn-mup" -9 ;;
+    neg) sweep_to "${DIR%/}-neg" --set 'model.allow_neg_eigval=true' --set 'widths=[256, 1024]' ;;
     *) echo "unknown part $PART (w1536, seeds, neg)" >&2; exit 2 ;;
   esac
 done
