@@ -304,7 +304,7 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             raise SpecError(key, "required")
     gpu = values.get("resources", ResourceSpec()).gpu
     if isinstance(gpu, dict):  # a spec as run (JSON-safe) has the widths as text keys
-        gpu = {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in gpu.items()}
+        gpu = {int(k) if isinstance(k, str) and k.isascii() and k.isdigit() else k: v for k, v in gpu.items()}
         values["resources"] = dataclasses.replace(values["resources"], gpu=gpu)
     spec = SweepSpec(**values)
     _check(spec)

@@ -44,6 +44,7 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"eval": {"batchez": 2}}, "'eval.batchez'"),
     ({"resources": {"gpu": "lots"}}, "'resources.gpu'"),
     ({"resources": {"gpu": 2}}, "'resources.gpu'"),
+    ({"resources": {"gpu": {"²": 0.5}}}, "'resources.gpu.²'"),  # a digit that is not a width (found by hypothesis)
     ({"resources": {"workers_per_trial": 3}}, "'resources.workers_per_trial'"),  # batch 8 has no 3 equal shards
     ({"resources": {"workers_per_trial": {48: 2}}}, "'resources.workers_per_trial.48'"),
     ({"resources": {"workers_per_trial": {64: 2}, "gpu": 0.5}}, "'resources.gpu'"),  # a worker is a whole GPU
