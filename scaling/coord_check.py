@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,9 +101,9 @@ class CoordCheck:
             if self.model is not None and vocab > self.model.vocab_size:
                 raise ValueError(f"data {self.data}: vocabulary {vocab} > the model's {self.model.vocab_size}")
 
-    @property
+    @cached_property
     def corpus(self) -> Corpus:
-        """The prepared corpus the batches come from (only with `data`)."""
+        """The prepared corpus the batches come from (only with `data`), opened once."""
         return Corpus(path=self.data)
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
