@@ -37,8 +37,6 @@ from typing import Any, TypeVar
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint import state_dict as dcp
-from torch.distributed.tensor import DTensor
 
 Result = TypeVar("Result")  # scaling.train.TrainResult (a dataclass)
 
@@ -81,12 +79,25 @@ def fingerprint(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
-FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # a sharded model's state, whole, on the CPU
+def dtensor_class() -> type | None:
+    """FSDP's DTensor class, or None while torch.distributed.tensor is not imported (then no tensor is a DTensor;
+    importing it takes a second, in every trial process)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module.DTensor if module else None
 
 
 def sharded(model: nn.Module) -> bool:
     """Whether `model`'s parameters are sharded over ranks (FSDP's DTensors)."""
-    return any(isinstance(param, DTensor) for param in model.parameters())
+    dtensor = dtensor_class()
+    return dtensor is not None and any(isinstance(param, dtensor) for param in model.parameters())
+
+
+def _full_state():
+    """torch's distributed state-dict functions and the options that gather a sharded model's state whole, on
+    the CPU (imported only for a sharded model)."""
+    from torch.distributed.checkpoint import state_dict as dcp
+
+    return dcp, dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer, result: Any,
@@ -97,8 +108,9 @@ def save(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.
     collectively), the one with write=True writes it."""
     wait(checkpointing)
     if sharded(model):  # new CPU tensors, but for those the gather returned as they were (whole, on the CPU)
-        states = (dcp.get_model_state_dict(model, options=FULL),
-                  dcp.get_optimizer_state_dict(model, optimizer, options=FULL))
+        dcp, full = _full_state()
+        states = (dcp.get_model_state_dict(model, options=full),
+                  dcp.get_optimizer_state_dict(model, optimizer, options=full))
         live = _storages((model.state_dict(), optimizer.state_dict()))
     else:
         states, live = (model.state_dict(), optimizer.state_dict()), None
@@ -169,7 +181,8 @@ def _write(checkpointing: Checkpointing, state: dict[str, Any]) -> None:
 
 def _key(tensor: torch.Tensor) -> tuple[str, int]:
     """Where the memory `tensor` lives in (a DTensor: its local shard): (device, address)."""
-    storage = (tensor.to_local() if isinstance(tensor, DTensor) else tensor).untyped_storage()
+    dtensor = dtensor_class()
+    storage = (tensor.to_local() if dtensor and isinstance(tensor, dtensor) else tensor).untyped_storage()
     return str(storage.device), storage.data_ptr()
 
 
@@ -214,8 +227,9 @@ def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.opt
     if state is None:
         return result
     if sharded(model):  # every rank keeps its shards of the full state
-        dcp.set_model_state_dict(model, state["model"], options=FULL)
-        dcp.set_optimizer_state_dict(model, optimizer, state["optimizer"], options=FULL)
+        dcp, full = _full_state()
+        dcp.set_model_state_dict(model, state["model"], options=full)
+        dcp.set_optimizer_state_dict(model, optimizer, state["optimizer"], options=full)
     else:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])

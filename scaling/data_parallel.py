@@ -21,8 +21,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from .checkpoint import Checkpointing
@@ -59,6 +57,10 @@ class Ranks:
         if self.sharding == "ddp":
             return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         tags = {name: dict(param.__dict__) for name, param in model.named_parameters()}
+        # imported here: FSDP's modules take a second to import, in every trial process that would not use them
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
         mesh = init_device_mesh(device.type, (self.world,))
         for block in getattr(model, "blocks", ()):
             fully_shard(block, mesh=mesh)

@@ -11,12 +11,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.distributed.tensor import DTensor
 
 from deltamup import parametrizations
 
 from . import checkpoint
-from .checkpoint import Checkpointing
+from .checkpoint import Checkpointing, dtensor_class
 from .compile_cache import cache_counts, counts_since
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 from .data_parallel import Ranks
@@ -120,7 +119,8 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Ten
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip) if config.grad_clip else None
-    if isinstance(norm, DTensor):  # FSDP's parameters: the norm over every shard, replicated on every rank
+    dtensor = dtensor_class()
+    if dtensor is not None and isinstance(norm, dtensor):  # FSDP: the norm over every shard, on every rank
         norm = norm.full_tensor()
     factor = lr_factor(step, config)
     for group in optimizer.param_groups:

@@ -62,7 +62,7 @@ def unsynced_losses(cfg: dict) -> list[float]:
 
 def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_kill(cluster, kill_driver,
                                                                                      tmp_path):
-    spec_path = tiny_spec(tmp_path, lrs=[1e-2, 1e-3, 1e3])  # lr 1e3 diverges
+    spec_path = tiny_spec(tmp_path, lrs=[1e-2, 1e3])  # lr 1e3 diverges
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
     # a group the killed driver leaked holds CPUs until the resume releases it: settle briefly
@@ -70,11 +70,11 @@ def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_
     before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     assert len(before) == 1, "the driver was killed after one trial and before the end"
     line = run_sweep(spec, out, resume=True, progress_every=60)
-    assert line["launched"] == 2
+    assert line["launched"] == 1
     after = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     assert {name: after[name] for name in before} == before  # the finished row untouched
     rows = {r["trial_id"]: r for r in store.read_records(out)}
-    assert sorted(rows) == sorted(p.key for p in spec.grid()) and [r["run"] for r in rows.values()].count(2) == 2
+    assert sorted(rows) == sorted(p.key for p in spec.grid()) and [r["run"] for r in rows.values()].count(2) == 1
     killed = store.read_runs(out)[0]["ray_job"]  # nothing of the killed driver's holds resources any more
     assert all(info["state"] == "REMOVED" for g, info in placement_group_table().items() if g.endswith(killed))
     for point in spec.grid():
