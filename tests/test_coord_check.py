@@ -2,6 +2,7 @@
 at widths 128…1024 with the CLI's defaults (8 × 64 tokens, AdamW lr 1e-2, SGD lr 0.03, 5 steps, depth 2). The
 (probe, step) pairs whose slope falls outside the theory's band are data (scaling/deviations.py, each explained in
 docs/theory.md "Where the measurement disagrees"); any other disagreement is new and fails here."""
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,11 @@ WIDTHS = (128, 256, 512, 1024)
 
 
 def measure(kind, parametrization, optimizer, steps=5):
+    return measured(kind, parametrization, optimizer, steps)
+
+
+@functools.cache  # a check two tests share runs once (the slopes of its first steps do not depend on steps)
+def measured(kind, parametrization, optimizer, steps):
     check = coord_check.CoordCheck(ModelConfig(kind=kind, depth=2, householder=2 if kind == "deltaproduct" else 1),
                                    parametrization, optimizer, WIDTHS, steps=steps, device="cpu")
     return coord_check.fit_slopes(coord_check.run(check), parametrization, optimizer, kind)
@@ -58,7 +64,7 @@ def test_sp_blows_up_with_width():
 
 def test_naive_mup_readout_shrinks_where_gdn_mup_holds_it():
     naive = measure("gdn", "mup", "adamw", steps=3)
-    gdn = measure("gdn", "gdn-mup", "adamw", steps=3)
+    gdn = measure("gdn", "gdn-mup", "adamw", steps=5)  # test_gdn_mup_probes_follow_the_theory's, cached
     for step in (2, 3):
         def slope(frame, probe, step=step):
             return frame.filter((pl.col("probe") == probe) & (pl.col("step") == step))["slope"][0]

@@ -233,18 +233,19 @@ def test_chunk_pass_matches_fp64(T_tok, K, V, nh):
 
 
 def test_custom_ops_pass_opcheck():
-    """The kernels are torch custom ops: schema, fake (meta) shapes and dtypes and autograd registration agree with
-    what the kernels return, with and without gate, initial and final state, for DeltaProduct's micro-rows and for
-    half-precision inputs."""
+    """The kernels are torch custom ops: schema (no undeclared mutation or aliasing), fake (meta) shapes and dtypes,
+    autograd registration and AOT dispatch agree with what the kernels return; the fake shapes and dtypes and the
+    autograd registration also without gate, initial and final state, for DeltaProduct's micro-rows and for
+    half-precision inputs (the schema and AOT checks run the op several times: once is enough)."""
     from deltamup.kernels.triton.function import chunk_gated_delta_fwd
     from deltamup.kernels.triton.l2norm import l2norm_fwd
     x = {n: (t.float() if t is not None else None) for n, t in make_inputs(1, 70, 2, 16, 32, "random").items()}
     torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], x["g"], x["beta"], 0.25, x["h0"], True, 1))
-    torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], None, x["beta"], 0.25, None, False, 1))
-    torch.library.opcheck(chunk_gated_delta_fwd, (x["q"][:, :35], x["k"], x["v"], x["g"][:, :35], x["beta"], 0.25,
-                                                  None, True, 2))
     h = {n: t.half() for n, t in make_inputs(1, 70, 2, 64, 64, "random").items()}  # T and Aqk saved in fp16
-    torch.library.opcheck(chunk_gated_delta_fwd, (h["q"], h["k"], h["v"], h["g"], h["beta"], 0.125, None, False, 1))
+    for args in [(x["q"], x["k"], x["v"], None, x["beta"], 0.25, None, False, 1),
+                 (x["q"][:, :35], x["k"], x["v"], x["g"][:, :35], x["beta"], 0.25, None, True, 2),
+                 (h["q"], h["k"], h["v"], h["g"], h["beta"], 0.125, None, False, 1)]:
+        torch.library.opcheck(chunk_gated_delta_fwd, args, test_utils=("test_faketensor", "test_autograd_registration"))
     torch.library.opcheck(l2norm_fwd, (x["q"], 1e-6))
 
 
