@@ -182,7 +182,7 @@ def _write(checkpointing: Checkpointing, state: dict[str, Any]) -> None:
 def _key(tensor: torch.Tensor) -> tuple[str, int]:
     """Where the memory `tensor` lives in (a DTensor: its local shard): (device, address)."""
     dtensor = dtensor_class()
-    storage = (tensor.to_local() if dtensor and isinstance(tensor, dtensor) else tensor).untyped_storage()
+    storage = (tensor.to_local() if dtensor is not None and isinstance(tensor, dtensor) else tensor).untyped_storage()
     return str(storage.device), storage.data_ptr()
 
 

@@ -119,6 +119,16 @@ def test_the_layer_test_sees_a_planted_cycle(tmp_path):
     assert "deltamup.reports.analysis" in found and layer("deltamup.reports.analysis") > layer("deltamup.kernels")
 
 
+def test_a_trial_process_imports_fsdp_only_when_it_shards():
+    """FSDP's modules (torch.distributed.fsdp, .tensor, .checkpoint) take seconds to import; every Ray trial
+    process imports the trial module, and only a sharded trial needs them (scaling.data_parallel imports them then)."""
+    script = ("import sys, deltamup.sweeps.trial, deltamup.sweeps.parallel; "
+              "print([m for m in ('torch.distributed.fsdp', 'torch.distributed.tensor', "
+              "'torch.distributed.checkpoint') if m in sys.modules])")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr[-2000:]
+
+
 def test_generic_top_level_packages_do_not_shadow_deltamup(tmp_path):
     """Packages called `kernels`, `models`, `reports`, … first on the path change nothing: deltamup imports only
     `deltamup.…`, and builds and runs a model."""
