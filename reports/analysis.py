@@ -474,9 +474,10 @@ def horizon_table(estimates: dict[str, Estimate], steps: list[tuple[int, str]]) 
     return pl.DataFrame(rows, schema=HORIZON_SCHEMA).sort([*KEYS, "horizon"])
 
 
-def budget(spec: dict) -> dict:
-    """What one trial of the sweep trains for: steps, tokens_per_trial (steps × batch × sequence), depth."""
-    s = parse({"name": "sweep", **spec}, open_task=False)
+def budget(spec: dict, widths: list[int]) -> dict:
+    """What one trial of the sweep trains for: steps, tokens_per_trial (steps × batch × sequence), depth. widths: the
+    trials' (the spec as last run may name none of a restriction's widths; the budget does not depend on width)."""
+    s = parse({"name": "sweep", **spec, "widths": spec.get("widths") or widths}, open_task=False)
     return dict(steps=s.steps, tokens_per_trial=s.steps * s.batch_size * s.seq_len,
                 depth=s.model_config(s.widths[0]).depth)
 
@@ -510,7 +511,7 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     grid = expand_grid(sweep.spec)
     missing = missing_trials(grid, sweep.trials)
     say(f"{len(sweep.trials)} trials; {len(missing)} of the spec's {len(grid)} grid trials missing")
-    spent = budget(sweep.spec)
+    spent = budget(sweep.spec, sorted(set(sweep.trials["width"].to_list())))
     names = metrics(sweep.trials)
     say(f"optimum per width with 90% intervals from {names[0]} (also: {', '.join(names[1:]) or 'nothing else'})")
     estimates = {m: estimate(sweep.trials, m, spent) for m in names}

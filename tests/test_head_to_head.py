@@ -12,7 +12,7 @@ import pytest
 
 from deltamup.cli import main
 from deltamup.reports import analysis
-from deltamup.reports.analysis import expand_grid, load_sweep, missing_trials, restrict
+from deltamup.reports.analysis import analyze, expand_grid, load_sweep, missing_trials, restrict
 from deltamup.reports.head_to_head import head_to_head as table_of
 from deltamup.reports.intervals import student_t
 
@@ -100,3 +100,6 @@ def test_restricting_to_widths_the_last_run_spec_lacks_counts_no_missing_trials(
     assert kept.spec["widths"] == [] and expand_grid(kept.spec).is_empty()
     assert missing_trials(expand_grid(kept.spec), kept.trials).is_empty()
     assert not expand_grid(restrict(sweep, widths[:2]).spec).is_empty()  # a spec naming them keeps its grid
+    result = analyze(kept)  # the budget comes from the trials' widths, not the spec's (none)
+    assert result.grid_size == 0 and sorted(set(result.optima["width"].to_list())) == widths[:2]
+    assert result.budget["steps"] == sweep.trials["max_steps"][0]
