@@ -40,12 +40,21 @@ def cluster():
 
 @pytest.fixture
 def kill_driver(cluster):
-    """kill_driver(spec_path, out, until, timeout=180, settle=60): runs `deltamup sweep SPEC --out OUT` on the
-    session's cluster in a subprocess, SIGKILLs it once until() holds (or it has ended, or `timeout` s passed), then
-    waits up to `settle` s for the cluster's two CPUs to be free again (the killed driver's trials gone)."""
+    """kill_driver(spec_path, out, until, timeout=180, settle=60, cpus_back=True): runs `deltamup sweep SPEC --out
+    OUT` on the session's cluster in a subprocess, SIGKILLs it once until() holds (or it has ended, or `timeout` s
+    passed), then waits up to `settle` s until no actor of another job is alive (the killed driver's trials and a
+    data-parallel trial's workers gone; detached ones, such as Ray Train's state actor, live on) and, with cpus_back,
+    the cluster's two CPUs are free again (cpus_back=False where a placement group the killed driver leaked holds
+    them until the resume releases it)."""
     import ray
+    from ray._private.state import actors
 
-    def kill(spec_path: Path, out: Path, until, timeout: float = 180.0, settle: float = 60.0) -> None:
+    def others_alive() -> bool:
+        me = ray.get_runtime_context().get_job_id()
+        return any(a["State"] != "DEAD" and a["JobID"] != me and not a["IsDetached"] for a in actors().values())
+
+    def kill(spec_path: Path, out: Path, until, timeout: float = 180.0, settle: float = 60.0,
+             cpus_back: bool = True) -> None:
         driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
                                    "--address", cluster.address], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -55,7 +64,8 @@ def kill_driver(cluster):
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         deadline = time.time() + settle
-        while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:
+        while (others_alive() or (cpus_back and ray.available_resources().get("CPU", 0) < 2)) \
+                and time.time() < deadline:
             time.sleep(0.2)
 
     return kill

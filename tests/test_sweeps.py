@@ -41,10 +41,19 @@ def tiny_spec(tmp_path: Path, **changes) -> Path:
 
 
 def test_tiny_grid_runs_end_to_end_and_a_huge_lr_diverges(cluster, tmp_path):
-    spec = specs.load(tiny_spec(tmp_path, lrs=[1e-3, 1e-2, 1e3]))
+    """Run as the CLI runs it and without polars, as on the GPU machine (../shared/gpu/README.md): the driver, its
+    progress lines and its closing cost summary need none (an import of polars in the summary once cost a GPU call)."""
+    spec_path = tiny_spec(tmp_path, lrs=[1e-3, 1e-2, 1e3])
+    spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    line = run_sweep(spec, out, progress_every=60)
-    assert line["launched"] == 12
+    code = ("import sys; sys.modules['polars'] = None; from deltamup.cli import main; "
+            f"sys.exit(main(['sweep', {str(spec_path)!r}, '--out', {str(out)!r}, '--address', {cluster.address!r}]))")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "12 trials (8 ok, 4 diverged, 0 errors)" in done.stdout and "tokens/s overall" in done.stdout
+    assert store.read_runs(out)[0]["launched"] == 12
     trials = pl.read_parquet(out / "trials.parquet")
     assert REQUIRED_TRIAL_COLUMNS <= set(trials.columns)
     assert sorted(trials["trial_id"]) == sorted(p.key for p in spec.grid())
@@ -80,20 +89,6 @@ def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_p
     assert {r["node_id"] for r in rows} == {gpu_node}  # they ran on the second node, the one with the GPU
     spans = sorted((r["started_at"], r["finished_at"]) for r in rows)
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # two shared the GPU at once
-
-
-def test_the_driver_runs_to_its_summary_without_polars(cluster, tmp_path):
-    """The GPU machine has no polars (../shared/gpu/README.md): the driver, its progress lines and its closing cost
-    summary run without it (an import of polars in the cost summary once cost a GPU call)."""
-    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"])
-    out = tmp_path / "sweep"
-    code = ("import sys; sys.modules['polars'] = None; from deltamup.cli import main; "
-            f"sys.exit(main(['sweep', {str(spec_path)!r}, '--out', {str(out)!r}, '--address', {cluster.address!r}]))")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "2 trials (2 ok" in done.stdout and len(store.finished_ids(out)) == 2
 
 
 def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(cluster, tmp_path):

@@ -65,8 +65,8 @@ def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_
     spec_path = tiny_spec(tmp_path, lrs=[1e-2, 1e3])  # lr 1e3 diverges
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    # a group the killed driver leaked holds CPUs until the resume releases it: settle briefly
-    kill_driver(spec_path, out, until=lambda: store.finished_ids(out), settle=20)
+    # a group the killed driver leaked holds CPUs until the resume releases it
+    kill_driver(spec_path, out, until=lambda: store.finished_ids(out), cpus_back=False)
     before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
     assert len(before) == 1, "the driver was killed after one trial and before the end"
     line = run_sweep(spec, out, resume=True, progress_every=60)
