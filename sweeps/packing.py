@@ -111,10 +111,10 @@ def check_memory(spec: SweepSpec, local: bool) -> None:
             workers = spec.resources.workers(width)
             need = trial_memory_bytes(spec.model_config(width), optimizer, max(spec.batch_size,
                                       (spec.eval.batch_size or 0) * workers), spec.seq_len, workers,
-                                      spec.resources.sharding)
+                                      spec.resources.sharding_of(width))
             if need > capacity:
-                each = f" on each of its {workers} {spec.resources.sharding} workers" if workers > 1 else ""
+                each = f" on each of its {workers} {spec.resources.sharding_of(width)} workers" if workers > 1 else ""
                 raise SpecError(f"widths[{i}]", f"a width-{width} {optimizer} trial needs about {need / 1e9:,.0f} GB"
                                 f"{each} (sweeps/packing.py's estimate), more than the {capacity / 1e9:,.0f} GB of "
-                                f"{where}: lower width, batch or seq_len, shard it (resources.sharding: fsdp), or "
-                                "--set limits.check_memory=false")
+                                f"{where}: lower width, batch or seq_len, shard it (resources.sharding: fsdp, or "
+                                f"{{{width}: fsdp}}), or --set limits.check_memory=false")

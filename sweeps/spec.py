@@ -100,13 +100,19 @@ class ResourceSpec:
                                               # spec's batch_size stays the global batch (each worker takes
                                               # batch_size / N of its rows); widths a mapping leaves out get 1
                                               # (docs/sweeps-ddp.md)
-    sharding: str = "ddp"                     # data-parallel trials: ddp (a full replica per worker) | fsdp (the
-                                              # model and optimizer state sharded over the workers)
+    sharding: str | dict = "ddp"              # data-parallel trials: ddp (a full replica per worker) | fsdp (the
+                                              # model and optimizer state sharded over the workers) | {width: one of
+                                              # them}, e.g. FSDP only for the widths a replica does not fit; widths a
+                                              # mapping leaves out get ddp
 
     def workers(self, width: int) -> int:
         """Data-parallel workers of a trial at `width` (1: the trial trains in its own Tune actor)."""
         workers = self.workers_per_trial
         return workers.get(width, 1) if isinstance(workers, dict) else workers
+
+    def sharding_of(self, width: int) -> str:
+        """How the data-parallel workers of a trial at `width` hold the model: "ddp" or "fsdp"."""
+        return self.sharding.get(width, "ddp") if isinstance(self.sharding, dict) else self.sharding
 
 
 @dataclass(frozen=True)
@@ -521,11 +527,15 @@ def _check_resources(resources: ResourceSpec, widths: tuple[int, ...]) -> None:
 
 def _check_workers(spec: SweepSpec) -> None:
     """workers_per_trial: positive integers for widths of the spec, each dividing batch_size; a data-parallel
-    width's workers take whole GPUs, so its resources.gpu must be auto, 0 or 1; sharding is ddp or fsdp."""
-    workers, gpu = spec.resources.workers_per_trial, spec.resources.gpu
-    if spec.resources.sharding not in SHARDINGS:
-        raise SpecError("resources.sharding", f"expected one of {', '.join(SHARDINGS)}, got "
-                        f"{spec.resources.sharding!r}")
+    width's workers take whole GPUs, so its resources.gpu must be auto, 0 or 1; sharding is ddp or fsdp, for every
+    width or per width of the spec."""
+    workers, gpu, sharding = spec.resources.workers_per_trial, spec.resources.gpu, spec.resources.sharding
+    for width, how in sharding.items() if isinstance(sharding, dict) else [(None, sharding)]:
+        where = "resources.sharding" + ("" if width is None else f".{width}")
+        if width is not None and width not in spec.widths:
+            raise SpecError(where, f"width {width} is not in widths {list(spec.widths)}")
+        if how not in SHARDINGS:
+            raise SpecError(where, f"expected one of {', '.join(SHARDINGS)}, got {how!r}")
     for width, n in workers.items() if isinstance(workers, dict) else [(None, workers)]:
         where = "resources.workers_per_trial" + ("" if width is None else f".{width}")
         if width is not None and width not in spec.widths:

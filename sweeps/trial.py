@@ -64,7 +64,7 @@ def trial_config(spec: SweepSpec, point: TrialPoint, out: Path, run: int, phase:
             "seq_len": spec.seq_len, "eval": dataclasses.asdict(spec.eval),
             "horizon_steps": spec.eval.horizon_steps(spec.steps), "sweep": spec.name,
             "tracking": dataclasses.asdict(spec.tracking), "workers": spec.resources.workers(point.width),
-            "sharding": spec.resources.sharding, "checkpoint": dataclasses.asdict(spec.checkpoint)}
+            "sharding": spec.resources.sharding_of(point.width), "checkpoint": dataclasses.asdict(spec.checkpoint)}
 
 
 def run_trial(config: dict[str, Any]) -> None:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import pytest
 
 from deltamup.sweeps import packing
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps.runner import run_sweep
+from deltamup.sweeps.trial import trial_config
 
 VALID = {"name": "t", "widths": [32, 64], "lrs": [1e-3, 1e-2], "steps": 4, "batch_size": 2, "seq_len": 16,
          "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "resources": {"gpu": 0}}
@@ -84,3 +86,23 @@ def test_a_width_that_fits_only_sharded_is_checked_per_worker(workers: int, shar
                                               r"than the 80 GB of one GPU.*resources.sharding: fsdp") as e:
         packing.check_memory(spec, local=False)
     assert not str(e.value).endswith("...")  # the whole line fits SpecError's length
+    assert "{4096: fsdp}" in str(e.value)
+
+
+def test_sharding_per_width_shards_only_the_widths_it_names() -> None:
+    """FSDP for the width a replica does not fit, DDP (the default) for the rest: each width is checked, and each
+    trial trains, with its own."""
+    resources = {"gpu": 1, "gpu_memory_gb": 80, "workers_per_trial": 8, "sharding": {4096: "fsdp"}}
+    spec = specs.parse({**VALID, "widths": [256, 4096], "batch_size": 8, "model": {**VALID["model"], "depth": 48},
+                        "resources": resources})
+    packing.check_memory(spec, local=False)  # 4096 fits sharded over 8; 256 fits replicated
+    assert {p.width: trial_config(spec, p, Path("/tmp/x"), run=1)["sharding"] for p in spec.grid()} == \
+        {256: "ddp", 4096: "fsdp"}
+    with pytest.raises(specs.SpecError, match=r"widths\[1\].*on each of its 8 ddp workers"):
+        packing.check_memory(specs.parse({**VALID, "widths": [256, 4096], "batch_size": 8,
+                                          "model": {**VALID["model"], "depth": 48},
+                                          "resources": {**resources, "sharding": {256: "fsdp"}}}), local=False)
+    for bad, says in (({512: "fsdp"}, r"resources.sharding.512': width 512 is not in widths \[256, 4096\]"),
+                      ({4096: "zero3"}, r"resources.sharding.4096': expected one of ddp, fsdp, got 'zero3'")):
+        with pytest.raises(specs.SpecError, match=says):
+            specs.parse({**VALID, "widths": [256, 4096], "batch_size": 8, "resources": {**resources, "sharding": bad}})
