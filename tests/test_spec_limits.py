@@ -89,14 +89,14 @@ def test_a_width_that_fits_only_sharded_is_checked_per_worker(workers: int, shar
     assert "{4096: fsdp}" in str(e.value)
 
 
-def test_sharding_per_width_shards_only_the_widths_it_names() -> None:
+def test_sharding_per_width_shards_only_the_widths_it_names(tmp_path: Path) -> None:
     """FSDP for the width a replica does not fit, DDP (the default) for the rest: each width is checked, and each
     trial trains, with its own."""
     resources = {"gpu": 1, "gpu_memory_gb": 80, "workers_per_trial": 8, "sharding": {4096: "fsdp"}}
     spec = specs.parse({**VALID, "widths": [256, 4096], "batch_size": 8, "model": {**VALID["model"], "depth": 48},
                         "resources": resources})
     packing.check_memory(spec, local=False)  # 4096 fits sharded over 8; 256 fits replicated
-    assert {p.width: trial_config(spec, p, Path("/tmp/x"), run=1)["sharding"] for p in spec.grid()} == \
+    assert {p.width: trial_config(spec, p, tmp_path, run=1)["sharding"] for p in spec.grid()} == \
         {256: "ddp", 4096: "fsdp"}
     with pytest.raises(specs.SpecError, match=r"widths\[1\].*on each of its 8 ddp workers"):
         packing.check_memory(specs.parse({**VALID, "widths": [256, 4096], "batch_size": 8,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the CPU machine: CHECKOUT/.gpu/sbundle/, the bundle of .devbundle/ without what a sweep never imports (fla, and
-# Ray's rllib, serve, llm and dashboard web client; its binaries' symbol tables stripped): ≈ 27 MB instead of ≈ 39,
-# so that it, the corpus and the tracked tree fit one 64 MiB transfer. Sweeps and studies run with it; the kernel benchmark needs fla, so the full bundle.
+# Ray's rllib, serve, llm and dashboard web client; its binaries' symbol tables stripped): ≈ 28 MB instead of ≈ 39,
+# so that it, the corpus and the tracked tree fit one 64 MiB transfer. Sweeps and studies run with it; the kernel
+# benchmark needs fla, so the full bundle.
 #   bash maintainers/gpu/slim-bundle.sh CHECKOUT        (then: source .gpu/sbundle/setup.sh on the GPU machine)
 set -eu
 SRC=$1/.devbundle; DEST=$1/.gpu/sbundle
@@ -9,7 +10,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$SRC/site.tar.xz"
 rm -rf "$work"/fla "$work"/fla_core-* "$work"/flash_linear_attention-* \
        "$work"/ray/rllib "$work"/ray/serve "$work"/ray/llm "$work"/ray/dashboard/client
-find "$work" -name '*.so' -o -type f -path '*/ray/core/src/*' -perm -u+x | xargs strip --strip-unneeded
+find "$work" -name '*.so' -o -type f -path '*/ray/core/src/*' -perm -u+x | xargs -r strip --strip-unneeded
 mkdir -p "$DEST" && tar -C "$work" -cf - . | xz -T0 -6 > "$DEST/site.tar.xz"
 cp "$SRC/setup.sh" "$DEST/setup.sh"
 du -sh "$DEST"
