@@ -252,21 +252,31 @@ def test_a_bad_checkpoint_setting_is_one_line_before_anything_starts(tmp_path, c
     assert not out.exists()
 
 
-def test_a_killed_driver_resumes_its_running_trial_from_its_checkpoint(cluster, kill_driver, tmp_path):
-    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3], steps=400, log_every=50,
-                          checkpoint={"every_s": 0.2})
+def test_a_killed_driver_resumes_its_running_trial_from_its_checkpoint_and_reruns_no_finished_one(cluster,
+                                                                                                 kill_driver,
+                                                                                                 tmp_path):
+    """Two trials one after the other; the driver is killed once the first has finished and the second has saved a
+    checkpoint. The resume leaves the finished trial's files alone and continues the second from its checkpoint."""
+    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3, 2e-3], steps=200, log_every=25,
+                          checkpoint={"every_s": 0.2}, max_concurrent=1)
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    (point,) = spec.grid()
-    partial = store.partial_path(out, point.key)
-    kill_driver(spec_path, out, until=partial.exists, timeout=120)
-    assert partial.exists() and not store.record_path(out, point.key).exists(), "killed while the trial ran"
+    partials = lambda: [p for p in spec.grid() if store.partial_path(out, p.key).exists()]  # noqa: E731
+    kill_driver(spec_path, out, until=lambda: store.finished_ids(out) and partials(), timeout=120)
+    (finished,), (point,) = store.finished_ids(out), partials()
+    assert finished != point.key and not store.record_path(out, point.key).exists(), "killed while the second ran"
+    before = {p.name: p.read_bytes() for p in store.results_dir(out).glob(f"{finished}*")}
     assert run_sweep(spec, out, resume=True, progress_every=60)["launched"] == 1
-    (record,) = store.read_trials(out)
-    assert record.status == "ok" and record.steps == 400 and record.attempts == 1
-    assert 0 < record.resumed_from_step < 400 and record.resumed_from_step % 50 == 0  # a log boundary
+    assert {p.name: p.read_bytes() for p in store.results_dir(out).glob(f"{finished}*")} == before  # untouched
+    records = {r.trial_id: r for r in store.read_trials(out)}
+    assert sorted(records) == sorted(p.key for p in spec.grid()) and {r.status for r in records.values()} == {"ok"}
+    assert [records[finished].run, records[point.key].run] == [1, 2]
+    record = records[point.key]
+    assert record.steps == 200 and record.attempts == 1
+    assert 0 < record.resumed_from_step < 200 and record.resumed_from_step % 25 == 0  # a log boundary
+    partial = store.partial_path(out, point.key)
     curve = pq.read_table(store.curve_path(out, point.key)).to_pydict()
-    assert curve["step"] == list(range(400))  # every step once: the steps before the checkpoint from the file
+    assert curve["step"] == list(range(200))  # every step once: the steps before the checkpoint from the file
     assert not any(partial.parent.iterdir())  # removed once the row was written
     # the trial as one uninterrupted run, here (one thread, as the trial's one CPU)
     cfg = trial_config(spec, point, out, run=1) | {"checkpoint": {"every_s": 0}}

@@ -142,22 +142,6 @@ def test_a_trial_killed_mid_run_is_rerun_and_its_death_recorded(cluster, tmp_pat
     assert "without a Python traceback" in (store.results_dir(out) / death).read_text()
 
 
-def test_a_killed_driver_resumes_without_rerunning_or_losing_trials(cluster, kill_driver, tmp_path):
-    spec_path = tiny_spec(tmp_path, steps=30, log_every=10, widths=[32])
-    spec = specs.load(spec_path)
-    out = tmp_path / "sweep"
-    kill_driver(spec_path, out, until=lambda: len(store.finished_ids(out)) >= 1, timeout=120)
-    before = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
-    assert 1 <= len(before) < 4, "the driver was killed after some trials and before the end"
-    line = run_sweep(spec, out, resume=True, progress_every=60)
-    assert line["launched"] == 4 - len(before)
-    after = {p.name: p.read_bytes() for p in store.results_dir(out).glob("*.json")}
-    assert {name: after[name] for name in before} == before  # finished rows untouched
-    trials = pl.read_parquet(out / "trials.parquet")
-    assert sorted(trials["trial_id"]) == sorted(p.key for p in spec.grid()) and set(trials["status"]) == {"ok"}
-    assert trials.filter(pl.col("run") == 2).height == line["launched"]
-
-
 def test_a_second_driver_is_refused_in_one_line_before_writing(tmp_path, capsys):
     spec_path = tiny_spec(tmp_path, **SMALL)
     out = tmp_path / "sweep"

@@ -118,3 +118,14 @@ def test_gate_rules_alone_decide_whether_the_gate_pre_activations_grow_with_widt
         slopes[name] = at_init["slope"].to_list()
         assert at_init["verdict"].to_list() == ["ok"] * len(at_init), name
     assert all(s > 0.35 for s in slopes["gdn-mup-mupgates"]) and all(abs(s) < 0.15 for s in slopes["gdn-mup"])
+
+
+def test_at_the_base_width_the_eps_and_gate_variants_train_as_gdn_mup_and_part_from_it_above():
+    """m = 1: Adam's ε × 1/m and naive µP's gate rules (init σ, LR × 1) are GDN-µP's own (ε, σ/√m, LR × 1/m), so the
+    study's runs of them at width 256 are replicates of GDN-µP (studies/gdn-adamw-8l); at m = 4 each differs."""
+    base = losses("gdn-mup", 32, "adamw")
+    for variant in ("gdn-mup-adameps", "gdn-mup-mupgates"):
+        assert losses(variant, 32, "adamw") == base, variant
+    wide = losses("gdn-mup", 128, "adamw")  # m = 4: ε / 4 moves the losses by ~3e-5, the gate rules by ~9e-4
+    for variant in ("gdn-mup-adameps", "gdn-mup-mupgates"):
+        assert max(abs(a - b) for a, b in zip(losses(variant, 128, "adamw"), wide)) > 1e-6, variant
