@@ -261,7 +261,10 @@ def test_a_killed_driver_resumes_its_running_trial_from_its_checkpoint_and_rerun
                           checkpoint={"every_s": 0.2}, max_concurrent=1)
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
-    partials = lambda: [p for p in spec.grid() if store.partial_path(out, p.key).exists()]  # noqa: E731
+
+    def partials() -> list:
+        return [p for p in spec.grid() if store.partial_path(out, p.key).exists()]
+
     kill_driver(spec_path, out, until=lambda: store.finished_ids(out) and partials(), timeout=120)
     (finished,), (point,) = store.finished_ids(out), partials()
     assert finished != point.key and not store.record_path(out, point.key).exists(), "killed while the second ran"
