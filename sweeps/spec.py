@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
-import json
 import math
 import types
 import typing
@@ -241,7 +240,14 @@ class SweepSpec:
         data.update(data.pop("train"))
         if not data["hparams"]:
             del data["hparams"]  # a spec without hparams axes reads as it did before they existed
-        return json.loads(json.dumps(data))  # tuples → lists
+        return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, recursively; mapping keys as they are (a JSON round trip would make per-width keys strings)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def load(path: str | Path, overrides: list[str] = ()) -> SweepSpec:

@@ -101,15 +101,12 @@ def test_a_trial_that_raises_is_retried_by_ray_in_a_fresh_worker_with_every_trac
 
 
 def ray_trial_pids() -> list[int]:
-    """Processes running a Tune function trial (Ray titles them ray::ImplicitFunc.train)."""
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if cmdline.read_bytes().startswith(b"ray::ImplicitFunc.train"):
-                pids.append(int(cmdline.parent.name))
-        except OSError:
-            pass
-    return pids
+    """Processes running a Tune function trial on this session's cluster (its actor table: another cluster on the
+    machine, e.g. another pytest worker's, keeps its trials)."""
+    from ray._private.state import actors
+
+    return [a["Pid"] for a in actors().values()
+            if a["State"] == "ALIVE" and a["ActorClassName"].endswith("ImplicitFunc") and a["Pid"]]
 
 
 def test_a_trial_killed_mid_run_is_rerun_and_its_death_recorded(cluster, tmp_path):

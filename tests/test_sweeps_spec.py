@@ -93,6 +93,10 @@ def test_spec_parses_ranges_overrides_and_round_trips(tmp_path):
     assert spec.model["vocab_size"] == 256  # the task's vocabulary
     assert len(spec.grid()) == 2 * 2 * 5 and len({p.key for p in spec.grid()}) == 20
     assert specs.parse(spec.to_dict()) == spec
+    per_width = specs.parse({**VALID, "widths": [32, 64], "batch_size": 8, "resources": {
+        "gpu": {32: 0.5, 64: 1}, "workers_per_trial": {64: 2}, "sharding": {64: "fsdp"}}})
+    # the sweep directory's spec.yaml, read back on --resume: per-width keys stay widths
+    assert specs.parse(yaml.safe_load(yaml.safe_dump(per_width.to_dict()))) == per_width
     with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
         specs.load(write(tmp_path, VALID), ["steps"])
 
