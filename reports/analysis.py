@@ -22,7 +22,8 @@ optima — one row per (parametrization, optimizer, width):
     best_lr           the fitted optimum: vertex of the parabola in log2(LR) through the grid argmin and its two
                       neighbours, on the seed-mean `metric` (= best_lr_grid where no parabola fits); null when every
                       LR diverged
-    best_lr_lo, best_lr_hi   its 90% interval (reports/intervals.py: a bootstrap over seeds, or over the fit)
+    best_lr_lo, best_lr_hi   its 90% interval (reports/intervals.py: a bootstrap over seeds, or over the fit);
+                      a bound's is open beyond its edge: best_lr_lo 0 at a low edge, best_lr_hi inf at a high one
     interval_method   "seeds" (≥ 3 seeds at best_lr_grid: a bootstrap over seeds) or "fit" (fewer: a bootstrap over
                       the fit, with an assumed noise level)
     fit_noise, fit_noise_from   for "fit": the noise σ (nats, of one trial's loss) assumed, and where it came from
@@ -45,10 +46,12 @@ optima — one row per (parametrization, optimizer, width):
 transfer — one row per (parametrization, optimizer):
     metric, verdict   transfers | drifts | undetermined (reports/verdict.py), verdict_note: why, in a few words
     slope, slope_lo, slope_hi   least-squares slope of log2(best_lr) against log2(width), octaves per octave of
-                      width (0 is perfect transfer; SP ≈ −1), and its 90% interval (bootstrap replicates)
+                      width (0 is perfect transfer; SP ≈ −1), and its 90% interval (bootstrap replicates; ±inf
+                      on the side a bound could push it)
     spread_octaves    max − min of log2(best_lr) across widths (0 is perfect transfer)
     spread_lo, spread_hi   the smallest and largest spread the widths' 90% intervals allow (0 when they overlap;
-                      max − min of a noisy optimum is biased up, so its own bootstrap would not cover it)
+                      max − min of a noisy optimum is biased up, so its own bootstrap would not cover it; inf
+                      with a bound)
     n_seeds           the fewest seeds any width's optimum rests on
     interval_method   "seeds" when every width's interval is a seed bootstrap, else "fit"
     widths, n_bound   widths with an optimum, and how many of those optima are bounds
@@ -64,7 +67,8 @@ verdicts — transfer's rows for every complete metric (the headline one first).
 
 horizon — one row per (parametrization, optimizer, width, horizon) when trials record validation loss at several
 horizons: horizon (percent of the steps), metric, best_lr, best_lr_lo, best_lr_hi, bound, and the optimum's
-shift from the previous horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio) with `still_moving` ∈
+shift from the previous horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio; open where a bound could
+push it) with `still_moving` ∈
 {moving, settled, unclear} read from the shift's interval like a verdict (±0.25 octave).
 """
 from __future__ import annotations
@@ -377,8 +381,9 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
         replicates[(p, o)] = (group["width"].to_numpy(), reps)
         lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy())
-        for w, width, lo, hi in zip(widths, group["width"], lows, highs):
+        for w, width, edge, lo, hi in zip(widths, group["width"], group["edge"], lows, highs):
             fit = w.method == "fit"
+            lo, hi = intervals.open_bounds(lo, hi, [1.0], [edge])
             extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
                               interval_method=w.method, fit_noise=noise if fit else None,
                               fit_noise_from=source if fit else None))
@@ -400,7 +405,10 @@ TRANSFER_SCHEMA = {"parametrization": pl.String, "optimizer": pl.String, "metric
 
 
 def _octaves(value: float | None) -> float | None:
-    return None if value is None or not np.isfinite(value) else round(float(value), ROUND) + 0.0  # + 0.0: no −0
+    """Rounded to ROUND digits (+ 0.0: no −0); ±inf (an interval opened by a bound) kept; None for NaN."""
+    if value is None or np.isnan(value):
+        return None
+    return round(float(value), ROUND) + 0.0 if np.isfinite(value) else float(value)
 
 
 def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.DataFrame:
@@ -411,12 +419,14 @@ def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.
     for (p, o), g in found.group_by(GROUP, maintain_order=True):
         x, y = np.log2(g["width"].to_numpy().astype(float)), g["log2_best_lr"].to_numpy()
         reps = replicates[(p, o)][1]
-        lo, hi = np.log2(g["best_lr_lo"].to_numpy()), np.log2(g["best_lr_hi"].to_numpy())
+        with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0: −inf octaves
+            lo, hi = np.log2(g["best_lr_lo"].to_numpy()), np.log2(g["best_lr_hi"].to_numpy())
         slope = slope_lo = slope_hi = None
         if len(g) >= 2:
             weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = weights · log2 optima
             slope = float(weights @ y)
-            slope_lo, slope_hi = intervals.interval(reps @ weights, slope)
+            slope_lo, slope_hi = intervals.open_bounds(*intervals.interval(reps @ weights, slope), weights,
+                                                       g["edge"].to_list())
         method = "seeds" if (g["interval_method"] == "seeds").all() else "fit"
         n_seeds = int(g["n_seeds"].min())
         noise = g["fit_noise"].drop_nulls()
@@ -462,11 +472,13 @@ def horizon_table(estimates: dict[str, Estimate], steps: list[tuple[int, str]]) 
         for r in e.optima.filter(pl.col("best_lr").is_not_null()).sort(KEYS).iter_rows(named=True):
             widths, reps = e.replicates[(r["parametrization"], r["optimizer"])]
             key = (r["parametrization"], r["optimizer"], r["width"])
-            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])])
+            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])], r["edge"])
             row = {k: r[k] for k in ("parametrization", "optimizer", "width", "best_lr", "best_lr_lo", "best_lr_hi",
                                      "bound")} | dict(horizon=pct, metric=metric)
             if key in before:
-                lo, hi = intervals.interval(now[key][1] - before[key][1], now[key][0] - before[key][0])
+                lo, hi = intervals.open_bounds(*intervals.interval(now[key][1] - before[key][1],
+                                                                   now[key][0] - before[key][0]),
+                                               [1.0, -1.0], [now[key][2], before[key][2]])
                 row |= dict(shift_octaves=_octaves(now[key][0] - before[key][0]), shift_lo=_octaves(lo),
                             shift_hi=_octaves(hi), still_moving=MOVING[verdict.classify(lo, hi)])
             rows.append(row)

@@ -4,6 +4,8 @@ disagree, and what would change it. Plain text (no markup): the page escapes it,
 """
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from deltamup.reports.analysis import Analysis
@@ -15,13 +17,25 @@ NOISE_FROM = {"seeds": "the seeds this sweep has elsewhere", "residual": "the re
 
 
 def interval(value: float | None, lo: float | None, hi: float | None, signed: bool = True) -> str:
-    """'+0.05 [−0.18, +0.25]' (signed) or '0.13 [0.00, 0.88]'; '–' without a value."""
+    """'+0.05 [−0.18, +0.25]' (signed) or '0.13 [0.00, 0.88]'; an end opened by a bound shows as ∞:
+    '−0.23 (−∞, −0.05]'; '–' without a value."""
     if value is None:
         return "–"
     fmt = "{:+.2f}" if signed else "{:.2f}"
     if lo is None or hi is None:
         return fmt.format(value)
-    return f"{fmt.format(value)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    left = "(−∞" if lo == -math.inf else f"[{fmt.format(lo)}"
+    right = ("+∞)" if signed else "∞)") if hi == math.inf else f"{fmt.format(hi)}]"
+    return f"{fmt.format(value)} {left}, {right}"
+
+
+def lr_interval(lo: float | None, hi: float | None, digits: int = 2) -> str:
+    """'[0.0012, 0.0036]' for an LR's interval; a bound's open end: '[0.0039, ∞)', '(0, 0.002]'; '' without one."""
+    if lo is None or hi is None:
+        return ""
+    fmt = f"{{:.{digits}g}}"
+    return (f"{'(0' if lo == 0 else '[' + fmt.format(lo)}, "
+            f"{'∞)' if hi == math.inf else fmt.format(hi) + ']'}")
 
 
 def budget_text(a: Analysis) -> str:

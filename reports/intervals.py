@@ -18,11 +18,17 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   counts as noise, so this errs wide); never less than NOISE_FLOOR. `fit_noise_from` names which one it was
   ("seeds", "residual" or "floor").
 
+A bound (an optimum on the grid's edge) is not a value: its true optimum lies at or beyond that edge by an unknown
+amount, and the bootstrap, confined to the grid, cannot see past it. `open_bounds` opens every interval that depends
+on a bound on the side the bound could push it (a width's own interval, the slope's, a horizon shift's).
+
 Replicates are seeded by name, so a report is the same every time it is built.
 """
 from __future__ import annotations
 
+import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -101,6 +107,21 @@ def interval(replicates: np.ndarray, point: np.ndarray | float) -> tuple[np.ndar
         bounds.append(tuple(np.percentile(v, 100 * NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1)))
     lo, hi = np.array(bounds).reshape(-1, 2).T
     return lo.reshape(shape), hi.reshape(shape)
+
+
+def open_bounds(lo: float, hi: float, coefficients: Sequence[float],
+                edges: Sequence[str | None]) -> tuple[float, float]:
+    """The interval [lo, hi] of a linear statistic Σ c_k · x_k of log2 optima x_k, opened (to ∓inf) on each side
+    a bound could push it: x_k of a 'low' bound may be lower still, of a 'high' one higher (edges: 'low', 'high'
+    or None per k)."""
+    for c, edge in zip(coefficients, edges):
+        if edge is None or abs(c) < 1e-12:
+            continue
+        if c * (1 if edge == "high" else -1) > 0:
+            hi = math.inf
+        else:
+            lo = -math.inf
+    return lo, hi
 
 
 def rng(*names: str) -> np.random.Generator:

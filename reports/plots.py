@@ -116,8 +116,8 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
             for o in rows.filter(pl.col("best_lr").is_not_null()).iter_rows(named=True):
                 y = o["best_loss"] - shift.get(o["width"], 0.0)
                 if o.get("best_lr_lo") is not None:
-                    ax.errorbar([o["best_lr"]], [y], xerr=[[o["best_lr"] - o["best_lr_lo"]],
-                                                           [o["best_lr_hi"] - o["best_lr"]]],
+                    ax.errorbar([o["best_lr"]], [y], xerr=lr_bars(np.array([o["best_lr"]]), np.array([o["best_lr_lo"]]),
+                                                                  np.array([o["best_lr_hi"]])),
                                 color=colors[o["width"]], lw=1.2, capsize=3, zorder=4)
                 ax.scatter([o["best_lr"]], [y], marker=EDGE_MARKERS.get(o["edge"], "*"), s=150,
                            color=colors[o["width"]], edgecolor="black", linewidth=0.8, zorder=5)
@@ -140,6 +140,13 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
                  + f" — {analysis.sweep.spec.get('name', analysis.sweep.path.name)}")
     fig.tight_layout()
     return save(fig, out, "shifted_loss" if shifted else "loss_vs_lr")
+
+
+def lr_bars(lr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Error-bar lengths (2, N) below and above each LR of its interval; an end a bound leaves open (0, inf) gets
+    none: the bound's marker says which way the optimum may lie."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    return np.stack([np.where(lo > 0, lr - lo, 0.0), np.where(np.isfinite(hi), hi - lr, 0.0)])
 
 
 def slope_band(widths: np.ndarray, replicates: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +176,7 @@ def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
                 continue
             t, color = transfer[(name, optimizer)], colors[name]
             widths, lr = g["width"].to_numpy(), g["best_lr"].to_numpy()
-            ax.errorbar(widths, lr, yerr=[lr - g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy() - lr],
+            ax.errorbar(widths, lr, yerr=lr_bars(lr, g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy()),
                         color=color, lw=0, elinewidth=1.2, capsize=3, zorder=3)
             label = f"{name}: {t['verdict']}"
             if t["slope"] is not None:
@@ -217,7 +224,7 @@ def optimum_vs_horizon(analysis: Analysis, out: Path) -> list[Path]:
             mine = h.filter((pl.col("optimizer") == optimizer) & (pl.col("parametrization") == name))
             for (w,), g in mine.sort("width", "horizon").group_by("width", maintain_order=True):
                 lr = g["best_lr"].to_numpy()
-                ax.errorbar(g["horizon"], lr, yerr=[lr - g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy() - lr],
+                ax.errorbar(g["horizon"], lr, yerr=lr_bars(lr, g["best_lr_lo"].to_numpy(), g["best_lr_hi"].to_numpy()),
                             color=colors[w], marker="o", ms=4, lw=1.4, capsize=3, label=f"width {w}")
             ax.set(title=f"{name} · {optimizer}", xlabel="horizon (% of the steps)", ylabel="optimal learning rate")
             ax.set_yscale("log", base=2)

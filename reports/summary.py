@@ -9,7 +9,7 @@ import polars as pl
 
 from deltamup.reports.analysis import Analysis
 from deltamup.reports.head_to_head import describe
-from deltamup.reports.interpretation import interpretation, interval
+from deltamup.reports.interpretation import interpretation, interval, lr_interval
 
 EDGE_SIGN = {"low": "≤ ", "high": "≥ "}  # a bound: the optimum is at or beyond the grid's edge
 
@@ -17,7 +17,7 @@ EDGE_SIGN = {"low": "≤ ", "high": "≥ "}  # a bound: the optimum is at or bey
 def _lr(row: dict | None) -> str:
     if row is None or row["best_lr"] is None:
         return "–"
-    span = f" [{row['best_lr_lo']:.2g}, {row['best_lr_hi']:.2g}]" if row.get("best_lr_lo") is not None else ""
+    span = f" {lr_interval(row.get('best_lr_lo'), row.get('best_lr_hi'))}" if row.get("best_lr_lo") is not None else ""
     return f"{EDGE_SIGN.get(row['edge'] or '', '')}{row['best_lr']:.2g}{span}"
 
 

@@ -7,6 +7,7 @@ an unverified export: then the file's provenance says so in `warning`, next to t
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime
 
 import polars as pl
@@ -82,6 +83,9 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
         **{k: t[k] for k in VERDICT_KEYS}, **({"warning": warning} if warning else {}),
         trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing), variant=parametrization,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
+    # an interval's end a bound leaves open (±inf, 0 for an LR) is written null: strict JSON has no infinity
+    provenance = {k: None if isinstance(v, float) and (math.isinf(v) or (k == "best_lr_lo" and v == 0)) else v
+                  for k, v in provenance.items()}
     return make_export(name, optimizer, spec.model_config(width), lr=best["best_lr"], weight_decay=weight_decay,
                        tuned_width=tuned_width, train=train, provenance=provenance, hparams=hparams)
 

@@ -3,9 +3,9 @@ against log2(width), in octaves of optimum per octave of width (0: the LR transf
 
 - transfers     the interval lies inside ±TOLERANCE, every width's interval is a seed bootstrap (at least
                 MIN_SEEDS seeds at its optimum), and no optimum is a bound (grid edge);
-- drifts        the interval excludes 0 and does not lie inside ±TOLERANCE, every width's interval is a seed
-                bootstrap, and no bound could undo that (each bound's true optimum lies beyond the grid edge, which
-                may only steepen the drift);
+- drifts        the interval excludes 0 and does not lie inside ±TOLERANCE, and every width's interval is a seed
+                bootstrap (an interval that rests on a bound is open on the side the bound could push it, so a
+                bound cannot undo a drift it leaves standing);
 - undetermined  everything else, and fewer than two widths with an optimum.
 
 A fit-based interval (fewer seeds) assumes its noise level instead of measuring it, and a seed's noise is not the
@@ -26,8 +26,9 @@ VERDICTS = ("transfers", "drifts", "undetermined")
 
 
 def classify(lo: float | None, hi: float | None, tolerance: float = TOLERANCE) -> str:
-    """'inside' (the interval lies inside ±tolerance), 'excludes_zero' (it does not, and excludes 0) or 'unclear'."""
-    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+    """'inside' (the interval lies inside ±tolerance), 'excludes_zero' (it does not, and excludes 0) or 'unclear'.
+    An end may be ±inf (open: reports/intervals.py's open_bounds)."""
+    if lo is None or hi is None or np.isnan(lo) or np.isnan(hi):
         return "unclear"
     if -tolerance <= lo and hi <= tolerance:
         return "inside"
@@ -37,19 +38,6 @@ def classify(lo: float | None, hi: float | None, tolerance: float = TOLERANCE) -
 def suggestion(lo: float | None, hi: float | None) -> str | None:
     """What an interval points to when it cannot decide (a fit-based one): 'a drift', 'transfer' or None."""
     return {"inside": "transfer", "excludes_zero": "a drift"}.get(classify(lo, hi))
-
-
-def bounds_agree(log2_widths: np.ndarray, edges: list[str | None], direction: float) -> bool:
-    """Whether moving each bound's optimum beyond its grid edge (lower for 'low', higher for 'high') can only push
-    the least-squares slope further in `direction` (its sign)."""
-    weight = log2_widths - log2_widths.mean()  # ∂slope/∂(log2 optimum at that width), up to a positive factor
-    for w, edge in zip(weight, edges):
-        if edge is None or w == 0:
-            continue
-        push = -np.sign(w) if edge == "low" else np.sign(w)
-        if push != np.sign(direction):
-            return False
-    return True
 
 
 def verdict(slope_lo: float | None, slope_hi: float | None, n_seeds: int, method: str, log2_widths: np.ndarray,
@@ -67,11 +55,11 @@ def verdict(slope_lo: float | None, slope_hi: float | None, n_seeds: int, method
         return "undetermined", (f"{seeds} at some width (a verdict needs ≥ {MIN_SEEDS}): the interval is fit-based"
                                 f"{noise}{hint}")
     if where == "excludes_zero":
-        if bounds_agree(log2_widths, edges, (slope_lo + slope_hi) / 2):
-            return "drifts", "the slope's interval excludes 0"
-        return "undetermined", f"the slope's interval excludes 0, but a bound could undo it: {', '.join(bounds)}"
+        return "drifts", "the slope's interval excludes 0" + (f" (open beyond the bounds at {', '.join(bounds)})"
+                                                               if bounds else "")
     if where == "unclear":
-        return "undetermined", f"the slope's interval is not inside ±{TOLERANCE:g} and includes 0"
+        return "undetermined", (f"the slope's interval is not inside ±{TOLERANCE:g} and includes 0"
+                                + (f" (open beyond the bounds at {', '.join(bounds)})" if bounds else ""))
     if bounds:
         return "undetermined", f"optimum on the LR grid's edge at {', '.join(bounds)}"
     return "transfers", f"the slope's interval lies inside ±{TOLERANCE:g} with ≥ {MIN_SEEDS} seeds"

@@ -19,6 +19,18 @@ import torch  # noqa: E402
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
+RAY_FILES = {"test_ray_security.py"}  # tests that start a Ray cluster of their own
+
+
+def pytest_collection_modifyitems(items):
+    """pyproject's addopts run the suite on two pytest-xdist workers (--dist loadgroup): every test on a Ray cluster
+    goes to one of them (the session's cluster is started once, and a test that kills a driver is not starved by a
+    second cluster), the others share the second worker's time with it."""
+    for item in items:
+        if "cluster" in item.fixturenames or item.path.name in RAY_FILES:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """A real Ray cluster for the session's sweep tests: two nodes of one CPU each, the second declaring one GPU (a

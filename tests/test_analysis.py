@@ -143,6 +143,7 @@ def test_edge_of_grid_is_a_bound(result: analysis.Analysis) -> None:
     r = row(result.optima, parametrization="sp", width=2048)
     assert r["bound"] and r["edge"] == "low" and not r["refined"]
     assert r["best_lr"] == r["best_lr_grid"] == 2.0 ** -12
+    assert r["best_lr_lo"] == 0 and r["best_lr_hi"] >= 2.0 ** -12  # open below: the optimum may lie lower still
 
 
 def test_diverged_seed_makes_the_lr_infinite_and_blocks_the_parabola(result: analysis.Analysis) -> None:
@@ -179,6 +180,8 @@ def test_transfer_metrics(result: analysis.Analysis) -> None:
     assert sp["spread_octaves"] == pytest.approx(max(found) - min(found))
     assert sp["slope"] == pytest.approx(np.polyfit(np.log2(WIDTHS), found, 1)[0])
     assert sp["n_bound"] == 1 and sp["widths"] == 4
+    assert sp["slope_lo"] == -math.inf and sp["slope"] <= sp["slope_hi"] < 0  # the widest bound can only steepen it
+    assert sp["spread_hi"] == math.inf and 0 < sp["spread_lo"] <= sp["spread_octaves"]
     assert sp["base_width"] == 256 and sp["base_lr_grid"] == 2.0 ** -5
 
 

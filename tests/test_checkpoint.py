@@ -6,6 +6,7 @@ models (width 32, depth 1) on the CPU."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -197,8 +198,9 @@ def test_train_leaves_no_write_running_and_its_last_snapshot_on_disk(tmp_path, s
 
 
 def data_parallel_rank(rank: int, folder: str, sharding: str) -> None:
-    """One of two gloo ranks: an uninterrupted run, a run stopped at step 24 and its continuation; the losses and
-    the final (full) weights of the first and the last written to FOLDER/rank<rank>.pt."""
+    """One of two gloo ranks: an uninterrupted run, a run stopped at step 24 and its continuation, and a run at an LR
+    that diverges; the losses and the final (full) weights of the first and the third, and where the diverging run
+    stopped, written to FOLDER/rank<rank>.pt."""
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
@@ -213,14 +215,18 @@ def data_parallel_rank(rank: int, folder: str, sharding: str) -> None:
     resumed, resumed_model, _, _ = run(path, ranks=ranks)
     weights = [{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in m.state_dict().items()}
                for m in (model, resumed_model)]  # FSDP's shards gathered (every rank, collectively)
+    diverged, _, _, _ = run(None, dataclasses.replace(CONFIG, lr=1e3), ranks=ranks)
     torch.save({"losses": [reference.losses, resumed.losses], "from": resumed.resumed_from_step,
-                "weights": weights}, f"{folder}/rank{rank}.pt")
+                "weights": weights, "diverged": (diverged.diverged, diverged.diverged_step, diverged.steps)},
+               f"{folder}/rank{rank}.pt")
     dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
 def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path, sharding):
-    """fsdp: the state every rank gathered and rank 0 wrote is sharded again when the ranks continue from it."""
+    """fsdp: the state every rank gathered and rank 0 wrote is sharded again when the ranks continue from it. A
+    diverging run stops every rank at the same loss check (the losses are averaged over the ranks before the check;
+    a rank left behind would wait forever in its next collective)."""
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from test_checkpoint import data_parallel_rank as r; r"
     children = [subprocess.Popen([sys.executable, "-c", f"{code}({rank}, {str(tmp_path)!r}, {sharding!r})"])
                 for rank in (0, 1)]
@@ -235,6 +241,8 @@ def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path,
         reference, resumed = done["losses"]
         assert resumed == reference and len(resumed) == CONFIG.steps
         assert all(torch.equal(a, b) for a, b in zip(*(w.values() for w in done["weights"]), strict=True))
+    stops = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)["diverged"] for rank in (0, 1)]
+    assert stops[0] == stops[1] and stops[0][0] and stops[0][1] < stops[0][2] <= 2 * CONFIG.log_every, stops
 
 
 @pytest.mark.parametrize("setting, problem", [

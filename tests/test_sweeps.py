@@ -91,27 +91,6 @@ def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_p
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # two shared the GPU at once
 
 
-def test_optuna_search_refines_each_width_and_a_resume_continues_its_study(cluster, tmp_path):
-    import optuna
-
-    optuna_spec = {"trials": 2, "octaves": 1.0, "sampler": "random"}
-    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"], search="optuna", optuna=optuna_spec)
-    out = tmp_path / "sweep"
-    run_sweep(specs.load(spec_path), out, progress_every=60)
-    trials = pl.read_parquet(out / "trials.parquet")
-    grid, tuned = trials.filter(pl.col("phase") == "grid"), trials.filter(pl.col("phase") == "optuna")
-    assert grid.height == 2 and tuned.height == 2
-    best = grid.sort("val_loss")["lr"][0]
-    assert tuned["trial_id"].str.starts_with("optuna.").all()  # never a grid id
-    assert tuned["lr"].is_between(best / 2 * 0.999, best * 2 * 1.001).all()  # within ± 1 octave of the best
-    # a resume with a larger budget adds only the missing Optuna trials to the same persistent study
-    spec_path.write_text(spec_path.read_text().replace("trials: 2", "trials: 3"))
-    assert run_sweep(specs.load(spec_path), out, resume=True, progress_every=60)["launched"] == 1
-    (study,) = optuna.get_all_study_summaries(f"sqlite:///{out / 'optuna.db'}")
-    assert study.n_trials == 2 + 3  # the grid trials it was warm-started with, then its own
-    assert pl.read_parquet(out / "trials.parquet").filter(pl.col("phase") == "optuna").height == 3
-
-
 def test_store_keeps_the_first_finished_row_and_writes_without_polars(tmp_path, monkeypatch):
     curve = {"trial_id": ["t"], "step": [0], "tokens": [8], "train_loss": [5.0], "lr": [1e-3], "grad_norm": [2.0]}
     first = {"trial_id": "t", "status": "error", "error": "boom", "lr": 1e-3}

@@ -141,7 +141,8 @@ def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, kill_d
 def test_optuna_warm_starts_from_the_grid_reports_horizons_and_prunes_a_hopeless_trial(cluster, tmp_path):
     """The grid's trials enter each study as completed trials with their horizon losses; the Optuna trials report
     theirs; an LR 800× below the optimum (enqueued, as a user can) is pruned at the first horizon, recorded as
-    "pruned" (not an error, never rerun), and the study in DIR/optuna.db holds every trial with its state."""
+    "pruned" (not an error, never rerun), and the study in DIR/optuna.db holds every trial with its state; a resume
+    with a larger budget continues that study."""
     spec_path = write_spec(tmp_path, widths=[16], lrs=[1e-3, 4e-3, 1.6e-2])
     out = tmp_path / "sweep"
     run_sweep(specs.load(spec_path), out, progress_every=60)
@@ -170,11 +171,20 @@ def test_optuna_warm_starts_from_the_grid_reports_horizons_and_prunes_a_hopeless
     assert row["val_loss_h25"] == hopeless.intermediate_values[3] > max(r["val_loss_h25"] for r in records.values()
                                                                        if r["phase"] == "grid")
     assert row["trial_id"] in store.finished_ids(out)
+    best = min(warm, key=lambda t: t.value).params["lr"]
     for t in tuned:
+        assert t.user_attrs["trial_id"].startswith("optuna.")  # never a grid id
+        assert best * 2 ** -10 * 0.999 <= t.params["lr"] <= best * 2 ** 10 * 1.001  # within ± `octaves` of the best
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert records[t.user_attrs["trial_id"]]["val_loss"] == t.value
-    # the budget counts pruned trials: a resume launches nothing
+    # the budget counts pruned trials: a resume launches nothing; a larger budget adds only the missing trials to
+    # the same persistent study
     assert run_sweep(spec, out, resume=True, progress_every=60)["launched"] == 0
+    spec = specs.load(write_spec(tmp_path, widths=[16], lrs=[1e-3, 4e-3, 1.6e-2], search="optuna",
+                                 optuna={**optuna_spec, "trials": 4}))
+    assert run_sweep(spec, out, resume=True, progress_every=60)["launched"] == 1
+    (summary,) = optuna.get_all_study_summaries(storage_url(out))
+    assert summary.n_trials == 3 + 4  # the grid trials it was warm-started with, then its own
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="mlflow is not installed")

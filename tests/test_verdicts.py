@@ -96,17 +96,44 @@ def test_where_the_fit_noise_comes_from() -> None:
     assert two["fit_noise_from"] == "seeds" and 0.02 < two["fit_noise"] < 0.1
 
 
-def test_a_bound_only_keeps_a_drift_it_cannot_undo() -> None:
+def test_a_bound_opens_the_side_it_could_push() -> None:
+    """A linear statistic Σ c·x of optima: a 'low' bound may lie lower still, a 'high' one higher."""
+    weights = [-0.3, -0.1, 0.1, 0.3]  # the slope's, over four widths
+    assert intervals.open_bounds(-1.2, -0.8, weights, [None, None, None, "low"]) == (-math.inf, -0.8)
+    assert intervals.open_bounds(-1.2, -0.8, weights, [None, None, None, "high"]) == (-1.2, math.inf)
+    assert intervals.open_bounds(-1.2, -0.8, weights, ["high", None, None, None]) == (-math.inf, -0.8)
+    assert intervals.open_bounds(-1.2, -0.8, weights, ["high", None, None, "high"]) == (-math.inf, math.inf)
+    assert intervals.open_bounds(-1.2, -0.8, [0.0, 1.0], ["low", None]) == (-1.2, -0.8)  # no weight: no push
+    assert intervals.open_bounds(0.1, 0.3, [1.0, -1.0], [None, "low"]) == (0.1, math.inf)  # a horizon shift
+
+
+def test_a_bound_keeps_only_a_drift_it_cannot_undo() -> None:
     x = np.log2(np.array(WIDTHS, float))
-    assert verdict.bounds_agree(x, [None, None, None, "low"], -1.0)   # the widest optimum is lower still: steeper
-    assert not verdict.bounds_agree(x, [None, None, None, "high"], -1.0)
-    assert verdict.bounds_agree(x, ["high", None, None, None], -1.0)  # the narrowest is higher still: steeper
-    call, note = verdict.verdict(-1.2, -0.8, 3, "seeds", x, [None, None, None, "high"])
-    assert call == "undetermined" and "a bound could undo it: 2048 (high edge)" in note
-    call, note = verdict.verdict(-0.1, 0.1, 3, "seeds", x, [None, None, "low", None])
-    assert call == "undetermined" and "optimum on the LR grid's edge at 1024 (low edge)" in note
+    call, note = verdict.verdict(-math.inf, -0.8, 3, "seeds", x, [None, None, None, "low"])
+    assert call == "drifts" and "open beyond the bounds at 2048 (low edge)" in note
+    call, note = verdict.verdict(-1.2, math.inf, 3, "seeds", x, [None, None, None, "high"])
+    assert call == "undetermined" and "includes 0 (open beyond the bounds at 2048 (high edge))" in note
+    call, note = verdict.verdict(-0.1, 0.1, 3, "seeds", x[:3], [None, "low", None])  # 512: the middle, no weight
+    assert call == "undetermined" and "optimum on the LR grid's edge at 512 (low edge)" in note
     assert verdict.verdict(-0.1, 0.1, 3, "seeds", x, [None] * 4)[0] == "transfers"
     assert verdict.verdict(None, None, 3, "seeds", x[:1], [None])[0] == "undetermined"
+
+
+def test_bounds_on_both_sides_leave_the_slope_open_on_one() -> None:
+    """Two widths whose optima sit on opposite edges of one two-LR grid (the narrow one high, the wide one low), 3
+    seeds: the slope is at most its point value and unbounded below, the spread at least one grid step and unbounded
+    above, and the drift stands (no bound could undo it)."""
+    trials = pl.DataFrame([dict(trial_id=f"{w}-{e}-{s}", parametrization="mup", optimizer="adamw", width=w,
+                                lr=2.0 ** e, seed=s, status="ok", diverged=False,
+                                smoothed_loss=(1.0 if (w == 256) == (e == -8) else 1.1) + 0.001 * s)
+                           for w in (256, 1024) for e in (-9, -8) for s in range(3)])
+    est = analysis.estimate(trials)
+    narrow, wide = (row(est.optima, width=w) for w in (256, 1024))
+    assert (narrow["edge"], narrow["best_lr_lo"], narrow["best_lr_hi"]) == ("high", 2.0 ** -8, math.inf)
+    assert (wide["edge"], wide["best_lr_lo"], wide["best_lr_hi"]) == ("low", 0.0, 2.0 ** -9)
+    t = est.transfer.row(0, named=True)
+    assert (t["slope"], t["slope_lo"], t["slope_hi"]) == (-0.5, -math.inf, -0.5)
+    assert (t["spread_lo"], t["spread_hi"]) == (1.0, math.inf) and t["verdict"] == "drifts"
 
 
 def test_classify() -> None:

@@ -66,10 +66,10 @@ def _fmt(value) -> str:
 
 def print_verdicts(a) -> None:
     """The optima with their intervals, the verdict per parametrization and the generated paragraph (an Analysis)."""
-    from deltamup.reports.interpretation import interpretation, interval
+    from deltamup.reports.interpretation import interpretation, interval, lr_interval
 
     rows = [{"parametrization": r["parametrization"], "optimizer": r["optimizer"], "width": r["width"],
-             "best_lr": _fmt(r["best_lr"]), "90% interval": f"[{_fmt(r['best_lr_lo'])}, {_fmt(r['best_lr_hi'])}]",
+             "best_lr": _fmt(r["best_lr"]), "90% interval": lr_interval(r["best_lr_lo"], r["best_lr_hi"], 4) or "–",
              "from": r["interval_method"] or "–", "best_lr_grid": _fmt(r["best_lr_grid"]),
              "best_loss": _fmt(r["best_loss"]), "bound": _fmt(r["bound"]), "loss_lost": _fmt(r["loss_lost"])}
             for r in a.optima.iter_rows(named=True)]
