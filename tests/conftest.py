@@ -9,9 +9,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (read when ray is first imported)
 # Without a GPU the Triton kernels run in Triton's interpreter, which must be chosen before triton is first imported.
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Inductor's C++ kernels without SIMD (here and in every Ray worker, which inherits it): a fifth less compile time
+    # on 2 cores (66 against 83 CPU-s for the compile cache test's model); the tests check what is compiled, traced
+    # and cached, not how fast the generated code runs.
+    os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -19,15 +24,13 @@ import torch  # noqa: E402
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
-RAY_FILES = {"test_ray_security.py"}  # tests that start a Ray cluster of their own
-
-
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
-    """pyproject's addopts run the suite on two pytest-xdist workers (--dist loadgroup): every test on a Ray cluster
-    goes to one of them (the session's cluster is started once, and a test that kills a driver is not starved by a
-    second cluster), the others share the second worker's time with it."""
+    """pyproject's addopts run the suite on two pytest-xdist workers (--dist loadgroup): every test on the session's
+    Ray cluster goes to one of them (the cluster starts once, and a test that kills a driver there is not starved by
+    a second one), the others (test_ray_security's local Ray instance too) to either."""
     for item in items:
-        if "cluster" in item.fixturenames or item.path.name in RAY_FILES:
+        if "cluster" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
@@ -36,7 +39,6 @@ def cluster():
     """A real Ray cluster for the session's sweep tests: two nodes of one CPU each, the second declaring one GPU (a
     Ray resource only: trials that get a share of it still train on the CPU here), the test process connected as
     the driver. Ray is imported here, not at the top: most tests never need it."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (read when ray is imported)
     import ray
     from ray.cluster_utils import Cluster
 
