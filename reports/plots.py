@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -116,8 +117,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
             for o in rows.filter(pl.col("best_lr").is_not_null()).iter_rows(named=True):
                 y = o["best_loss"] - shift.get(o["width"], 0.0)
                 if o.get("best_lr_lo") is not None:
-                    ax.errorbar([o["best_lr"]], [y], xerr=lr_bars(np.array([o["best_lr"]]), np.array([o["best_lr_lo"]]),
-                                                                  np.array([o["best_lr_hi"]])),
+                    ax.errorbar([o["best_lr"]], [y], xerr=lr_bars([o["best_lr"]], [o["best_lr_lo"]], [o["best_lr_hi"]]),
                                 color=colors[o["width"]], lw=1.2, capsize=3, zorder=4)
                 ax.scatter([o["best_lr"]], [y], marker=EDGE_MARKERS.get(o["edge"], "*"), s=150,
                            color=colors[o["width"]], edgecolor="black", linewidth=0.8, zorder=5)
@@ -142,10 +142,10 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
     return save(fig, out, "shifted_loss" if shifted else "loss_vs_lr")
 
 
-def lr_bars(lr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def lr_bars(lr: Sequence[float], lo: Sequence[float], hi: Sequence[float]) -> np.ndarray:
     """Error-bar lengths (2, N) below and above each LR of its interval; an end a bound leaves open (0, inf) gets
     none: the bound's marker says which way the optimum may lie."""
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    lr, lo, hi = (np.asarray(v, float) for v in (lr, lo, hi))
     return np.stack([np.where(lo > 0, lr - lo, 0.0), np.where(np.isfinite(hi), hi - lr, 0.0)])
 
 

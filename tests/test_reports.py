@@ -142,6 +142,13 @@ def test_report_of_a_sweep_with_horizons_and_metrics_that_disagree(tmp_path: Pat
     assert (report.out / "horizon.csv").is_file() and (report.out / "verdicts.csv").is_file()
 
 
+def test_error_bars_stop_where_a_bound_leaves_the_interval_open() -> None:
+    from deltamup.reports import plots
+
+    bars = plots.lr_bars([2.0, 2.0, 2.0], [1.0, 0.0, 1.5], [4.0, 3.0, float("inf")])
+    assert bars.tolist() == [[1.0, 0.0, 0.5], [2.0, 1.0, 0.0]]  # below, above; none toward 0 or inf
+
+
 def test_legends_list_only_what_is_drawn(tmp_path: Path, monkeypatch) -> None:
     """No divergence, no bound, one seed: the legends name widths, the optimum and the fitted lines only."""
     import matplotlib.pyplot as plt

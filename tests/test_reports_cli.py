@@ -58,8 +58,8 @@ def test_export_refuses_a_bound_unless_allowed(sweep: Path, tmp_path: Path, caps
     assert "on the low edge of the LR grid" in capsys.readouterr().err
     assert not (tmp_path / "sp.json").exists()
     assert main([*args, "--allow-bound"]) == 0  # at the width it was tuned at: no transfer, no verdict needed
-    text = (tmp_path / "sp.json").read_text()
-    doc = json.loads(text, parse_constant=lambda name: pytest.fail(f"not strict JSON: {name}"))
+    doc = json.loads((tmp_path / "sp.json").read_text(),
+                     parse_constant=lambda name: pytest.fail(f"not strict JSON: {name}"))
     assert doc["lr"] == 2.0 ** -12 and doc["provenance"]["bound"] is True and doc["tuned_width"] == 2048
     # the low edge leaves the interval open below, and the slope (its widest width) open below: null, not -Infinity
     assert doc["provenance"]["best_lr_lo"] is None and doc["provenance"]["best_lr_hi"] >= 2.0 ** -12

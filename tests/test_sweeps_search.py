@@ -21,7 +21,7 @@ from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.refine import refine_points
 from deltamup.sweeps.runner import prepare_dir, run_sweep
-from deltamup.sweeps.search import storage_url, study_name
+from deltamup.sweeps.search import StudySearcher, storage_url, study_name
 from deltamup.sweeps.tracking import tensorboard_dir
 
 SMALL = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 16}, "widths": [16, 32],
@@ -136,6 +136,21 @@ def test_killed_refine_resumes_without_rerunning_finished_trials(cluster, kill_d
     assert sorted(scalars["train/loss"]) == sorted(scalars["train/lr"]) == list(range(1, 17))
     assert sorted(scalars["train/grad_norm"]) == list(range(1, 17))
     assert scalars["val/loss"] == pytest.approx({step: row[column] for column, step in steps.items()})
+
+
+def test_optuna_samples_within_its_octaves_of_each_groups_best_grid_lr(tmp_path):
+    """Without Ray: the searcher's suggestions for each (parametrization, optimizer, width) lie within ± `octaves` of
+    that group's centre and spread over it, and stop when the budget is spent."""
+    spec = specs.parse({"name": "small", **SMALL, "search": "optuna",
+                        "optuna": {"trials": 12, "octaves": 1.0, "sampler": "random"}})
+    centres = {("gdn-mup", "adamw", 16): 4e-3, ("gdn-mup", "adamw", 32): 1e-3}
+    searcher = StudySearcher(spec, tmp_path, run=1, centres=centres)
+    suggested = [searcher.suggest(f"t{i}")["trial"]["point"] for i in range(24)]
+    assert searcher.suggest("t24") == StudySearcher.FINISHED
+    for width, centre in ((16, 4e-3), (32, 1e-3)):
+        lrs = [p["lr"] for p in suggested if p["width"] == width]
+        assert len(lrs) == 12 and all(centre / 2 * 0.999 <= lr <= centre * 2 * 1.001 for lr in lrs)
+        assert max(lrs) / min(lrs) > 2  # they spread over the range, not one point
 
 
 def test_optuna_warm_starts_from_the_grid_reports_horizons_and_prunes_a_hopeless_trial(cluster, tmp_path):
