@@ -380,7 +380,7 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
         widths = _widths(group, used.filter(mine), curves.filter(mine))
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
         replicates[(p, o)] = (group["width"].to_numpy(), reps)
-        lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy())
+        lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy(), [w.method for w in widths])
         for w, width, edge, lo, hi in zip(widths, group["width"], group["edge"], lows, highs):
             fit = w.method == "fit"
             lo, hi = intervals.open_bounds(lo, hi, [1.0], [edge])
@@ -422,12 +422,12 @@ def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.
         with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0: −inf octaves
             lo, hi = np.log2(g["best_lr_lo"].to_numpy()), np.log2(g["best_lr_hi"].to_numpy())
         slope = slope_lo = slope_hi = None
+        method = "seeds" if (g["interval_method"] == "seeds").all() else "fit"
         if len(g) >= 2:
             weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = weights · log2 optima
             slope = float(weights @ y)
-            slope_lo, slope_hi = intervals.open_bounds(*intervals.interval(reps @ weights, slope), weights,
+            slope_lo, slope_hi = intervals.open_bounds(*intervals.interval(reps @ weights, slope, method), weights,
                                                        g["edge"].to_list())
-        method = "seeds" if (g["interval_method"] == "seeds").all() else "fit"
         n_seeds = int(g["n_seeds"].min())
         noise = g["fit_noise"].drop_nulls()
         call, note = verdict.verdict(_octaves(slope_lo), _octaves(slope_hi), n_seeds, method, x, g["edge"].to_list(),
@@ -472,12 +472,14 @@ def horizon_table(estimates: dict[str, Estimate], steps: list[tuple[int, str]]) 
         for r in e.optima.filter(pl.col("best_lr").is_not_null()).sort(KEYS).iter_rows(named=True):
             widths, reps = e.replicates[(r["parametrization"], r["optimizer"])]
             key = (r["parametrization"], r["optimizer"], r["width"])
-            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])], r["edge"])
+            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])], r["edge"],
+                        r["interval_method"])
             row = {k: r[k] for k in ("parametrization", "optimizer", "width", "best_lr", "best_lr_lo", "best_lr_hi",
                                      "bound")} | dict(horizon=pct, metric=metric)
             if key in before:
+                method = "seeds" if now[key][3] == before[key][3] == "seeds" else "fit"
                 lo, hi = intervals.open_bounds(*intervals.interval(now[key][1] - before[key][1],
-                                                                   now[key][0] - before[key][0]),
+                                                                   now[key][0] - before[key][0], method),
                                                [1.0, -1.0], [now[key][2], before[key][2]])
                 row |= dict(shift_octaves=_octaves(now[key][0] - before[key][0]), shift_lo=_octaves(lo),
                             shift_hi=_octaves(hi), still_moving=MOVING[verdict.classify(lo, hi)])

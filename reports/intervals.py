@@ -9,7 +9,11 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   replicate's curve is the mean over the drawn seeds (+inf where a drawn seed diverged). An LR none of the drawn
   seeds ran keeps its full-sample mean. A bootstrap over n seeds treats them as the whole population and comes out
   too narrow; each width's replicates are spread around the point estimate by t(n − 1)/z · √(n / (n − 1)) (Student's
-  t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8).
+  t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8). The interval is the point estimate ± z × the
+  replicates' standard deviation, not their percentiles: n seeds have only C(2n − 1, n) distinct resamples (10 for
+  3), and the rarest (one seed drawn n times, 1/27 for 3) lie beyond the 5th and 95th percentiles, so percentiles cut
+  the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–87% of the time,
+  this one 89–91% (studies/interval-coverage).
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
   n seeds) and refits.
   σ (`fit_noise`) is the seed-to-seed standard deviation measured elsewhere in the sweep (pooled over the cells
@@ -87,24 +91,29 @@ def vertices(x: np.ndarray, losses: np.ndarray) -> Vertices:
                     np.where(found, edge, 0))
 
 
-def interval(replicates: np.ndarray, point: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """The LEVEL interval of bootstrap replicates (B,) or (B, W) around the point estimate (scalar or (W,)):
-    bias-corrected percentiles (Efron's BC), so a statistic the noise pushes one way (the spread, max − min, is pushed
-    up) keeps its point estimate inside; for an unbiased one it is the plain 5th to 95th percentile. NaN replicates
-    are ignored; NaN where none is left."""
+def interval(replicates: np.ndarray, point: np.ndarray | float,
+             method: str | Sequence[str] = "fit") -> tuple[np.ndarray, np.ndarray]:
+    """The LEVEL interval of bootstrap replicates (B,) or (B, W) around the point estimate (scalar or (W,)), by the
+    method that made each column's replicates ("seeds" | "fit": one, or one per column). seeds: the point ± z × the
+    replicates' standard deviation (the module docstring says why not percentiles). fit: bias-corrected percentiles
+    (Efron's BC), so a statistic the noise pushes one way keeps its point estimate inside; for an unbiased one it is
+    the plain 5th to 95th percentile. NaN replicates are ignored; NaN where none is left."""
     values = np.asarray(replicates, float)
     shape = values.shape[1:]
     points = np.broadcast_to(np.asarray(point, float), shape).reshape(-1)
+    methods = [method] * len(points) if isinstance(method, str) else list(method)
     z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
     bounds = []
-    for column, p in zip(values.reshape(len(values), -1).T, points):
+    for column, p, how in zip(values.reshape(len(values), -1).T, points, methods, strict=True):
         v = column[~np.isnan(column)]
         if not len(v) or np.isnan(p):
             bounds.append((np.nan, np.nan))
-            continue
-        below = (np.sum(v < p) + 0.5 * np.sum(v == p)) / len(v)
-        z0 = NORMAL.inv_cdf(min(max(below, 0.5 / len(v)), 1 - 0.5 / len(v)))
-        bounds.append(tuple(np.percentile(v, 100 * NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1)))
+        elif how == "seeds":
+            bounds.append((p - z * v.std(), p + z * v.std()))
+        else:
+            below = (np.sum(v < p) + 0.5 * np.sum(v == p)) / len(v)
+            z0 = NORMAL.inv_cdf(min(max(below, 0.5 / len(v)), 1 - 0.5 / len(v)))
+            bounds.append(tuple(np.percentile(v, 100 * NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1)))
     lo, hi = np.array(bounds).reshape(-1, 2).T
     return lo.reshape(shape), hi.reshape(shape)
 
