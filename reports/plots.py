@@ -22,9 +22,9 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from deltamup.reports import intervals  # noqa: E402
 from deltamup.reports.analysis import Analysis  # noqa: E402
 from deltamup.reports.interpretation import interval  # noqa: E402
-from deltamup.reports.intervals import LEVEL  # noqa: E402
 
 PALETTE = "viridis"  # ordered: narrow widths dark, wide widths bright
 EDGE_MARKERS = {"low": "<", "high": ">"}
@@ -149,14 +149,18 @@ def lr_bars(lr: Sequence[float], lo: Sequence[float], hi: Sequence[float]) -> np
     return np.stack([np.where(lo > 0, lr - lo, 0.0), np.where(np.isfinite(hi), hi - lr, 0.0)])
 
 
-def slope_band(widths: np.ndarray, replicates: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 90% band of the least-squares line of log2 optimum against log2 width, at log2 widths `grid`, over
-    bootstrap replicates (B, W) of the optima (plain percentiles of the replicate lines)."""
+def slope_band(widths: np.ndarray, replicates: np.ndarray, points: np.ndarray, grid: np.ndarray,
+               method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The 90% band of the least-squares line of log2 optimum against log2 width, at log2 widths `grid`: each
+    grid point's interval (intervals.interval, by the slope's `method`) over the lines through bootstrap replicates
+    (B, W) of the optima, around the line through the point estimates `points` (W,)."""
     x = np.log2(widths.astype(float))
     weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
-    lines = replicates.mean(1)[:, None] + (replicates @ weights)[:, None] * (grid - x.mean())[None, :]
-    tail = 100 * (1 - LEVEL) / 2
-    return np.nanpercentile(lines, tail, axis=0), np.nanpercentile(lines, 100 - tail, axis=0)
+
+    def lines(optima: np.ndarray) -> np.ndarray:
+        return optima.mean(-1)[..., None] + (optima @ weights)[..., None] * (grid - x.mean())
+
+    return intervals.interval(lines(replicates), lines(points), method)
 
 
 def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
@@ -164,7 +168,8 @@ def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
     sns.set_theme(style="whitegrid", context="notebook")
     optimizers, names = _panels(analysis)
     colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
-    fig, axes = plt.subplots(1, len(optimizers), figsize=(5.6 * len(optimizers), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(optimizers), figsize=(5.6 * len(optimizers), 4.4 + 0.2 * len(names)),
+                             squeeze=False)
     transfer = {(t["parametrization"], t["optimizer"]): t for t in analysis.transfer.iter_rows(named=True)}
     replicates = analysis.estimates[analysis.metric].replicates if analysis.estimates else {}
     for ax, optimizer in zip(axes[0], optimizers):
@@ -185,7 +190,8 @@ def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
                 fit = np.polyval(np.polyfit(np.log2(widths.astype(float)), g["log2_best_lr"].to_numpy(), 1), grid)
                 ax.plot(2 ** grid, 2 ** fit, color=color, lw=1.5, ls="--", label=label)
                 if (name, optimizer) in replicates:
-                    lo, hi = slope_band(*replicates[(name, optimizer)], grid)
+                    lo, hi = slope_band(*replicates[(name, optimizer)], g["log2_best_lr"].to_numpy(), grid,
+                                        t["interval_method"])
                     ax.fill_between(2 ** grid, 2 ** lo, 2 ** hi, color=color, alpha=0.15, lw=0)
             bound = g["bound"].to_numpy()
             ax.scatter(widths[~bound], lr[~bound], color=color, s=36, zorder=4,
@@ -201,7 +207,7 @@ def optimum_vs_width(analysis: Analysis, out: Path) -> list[Path]:
         if bounds:
             handles.append(plt.Line2D([], [], ls="", marker="o", mfc="white", mec="0.3", ms=7))
             labels.append("bound (grid edge)")
-        ax.legend(handles, labels, fontsize=8)
+        ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: hides no point
     fig.suptitle(f"Optimal learning rate against width on {analysis.metric} (bars, band: 90%; flat = transfers)")
     fig.tight_layout()
     return save(fig, out, "optimum_vs_width")
