@@ -21,7 +21,10 @@ if not os.path.exists("/dev/nvidiactl"):
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One intra-op thread per test process: pyproject's addopts run two pytest-xdist workers on a 2-core machine, and a
+# second thread on tiny tensors mostly spins (test_coord_check + test_triton_kernels: 266 CPU-s with two threads,
+# 209 with one, 10 s apart in wall time run alone).
+torch.set_num_threads(1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
