@@ -12,8 +12,8 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8). The interval is the point estimate ± z × the
   replicates' standard deviation, not their percentiles: n seeds have only C(2n − 1, n) distinct resamples (10 for
   3), and the rarest (one seed drawn n times, 1/27 for 3) lie beyond the 5th and 95th percentiles, so percentiles cut
-  the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–87% of the time,
-  this one 89–91% (studies/interval-coverage).
+  the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 84–88% of the time
+  (the slope's, the true slope 83–87%), this one 89–90% (90–94%) (studies/interval-coverage).
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
   n seeds) and refits.
   σ (`fit_noise`) is the seed-to-seed standard deviation measured elsewhere in the sweep (pooled over the cells
