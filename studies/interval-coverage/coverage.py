@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
+    if args.out and not args.out.parent.is_dir():
+        parser.error(f"--out: no directory {args.out.parent}")
     start = time.time()
     rows = []
     for setting in SETTINGS:
