@@ -424,7 +424,7 @@ def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.
         slope = slope_lo = slope_hi = None
         method = "seeds" if (g["interval_method"] == "seeds").all() else "fit"
         if len(g) >= 2:
-            weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = weights · log2 optima
+            weights = intervals.slope_weights(x)
             slope = float(weights @ y)
             slope_lo, slope_hi = intervals.open_bounds(*intervals.interval(reps @ weights, slope, method), weights,
                                                        g["edge"].to_list())

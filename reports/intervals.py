@@ -91,8 +91,14 @@ def vertices(x: np.ndarray, losses: np.ndarray) -> Vertices:
                     np.where(found, edge, 0))
 
 
+def slope_weights(log2_widths: np.ndarray) -> np.ndarray:
+    """w (W,) with w · log2 optima = the least-squares slope of log2 optimum against log2 width."""
+    x = np.asarray(log2_widths, float)
+    return (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+
+
 def interval(replicates: np.ndarray, point: np.ndarray | float,
-             method: str | Sequence[str] = "fit") -> tuple[np.ndarray, np.ndarray]:
+             method: str | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The LEVEL interval of bootstrap replicates (B,) or (B, W) around the point estimate (scalar or (W,)), by the
     method that made each column's replicates ("seeds" | "fit": one, or one per column). seeds: the point ± z × the
     replicates' standard deviation (the module docstring says why not percentiles). fit: bias-corrected percentiles

@@ -155,7 +155,7 @@ def slope_band(widths: np.ndarray, replicates: np.ndarray, points: np.ndarray, g
     grid point's interval (intervals.interval, by the slope's `method`) over the lines through bootstrap replicates
     (B, W) of the optima, around the line through the point estimates `points` (W,)."""
     x = np.log2(widths.astype(float))
-    weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+    weights = intervals.slope_weights(x)
 
     def lines(optima: np.ndarray) -> np.ndarray:
         return optima.mean(-1)[..., None] + (optima @ weights)[..., None] * (grid - x.mean())

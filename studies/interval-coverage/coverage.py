@@ -93,8 +93,7 @@ def run(setting: Setting, sims: int) -> dict:
             points = optima["log2_best_lr"].to_numpy()
             lo, hi = intervals.interval(reps, points, "fit")  # "fit": bias-corrected percentiles
             pct_held += list((lo <= truth) & (truth <= hi))
-            x = np.log2(np.array(WIDTHS, float))
-            weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+            weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
             lo, hi = intervals.interval(reps @ weights, float(weights @ points), "fit")
             pct_slope_held.append(bool(lo <= true_slope <= hi))
 
