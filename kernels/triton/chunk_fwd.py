@@ -24,6 +24,7 @@ from .solve import solve_tril
 from .tuning import (
     OUT_CONFIGS,
     PAR_CONFIGS,
+    SOLVE_CONFIGS,
     candidates,
     chunk_matrix_dtype,
     launch,
@@ -201,7 +202,7 @@ def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tenso
     BK, BV = parallel_tiles(K, V)
     launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, T),
            dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh),
-           candidates(PAR_CONFIGS, K, V))
+           candidates(SOLVE_CONFIGS, K, V))
     launch(chunk_wu_aqk_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV) + 1, NT, B * H),
            (q, k, v, beta, G, Tinv, w, u, Aqk, scale, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
            candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)

@@ -1,7 +1,7 @@
 """(I + A)^{-1} of a strictly lower-triangular 64×64 chunk matrix, entirely in registers: the four 16×16 diagonal
-blocks by forward substitution on the [64, 64] tile (all four at once, one row a step), then the rest in four
-[64, 64] products. With D the inverses of the diagonal blocks and N = D·A_off (A_off: A below its diagonal blocks;
-N is strictly block-lower with four block rows, so N⁴ = 0):
+blocks by forward substitution (all four at once, one row a step), then the rest in four [64, 64] products. With D
+the inverses of the diagonal blocks and N = D·A_off (A_off: A below its diagonal blocks; N is strictly block-lower
+with four block rows, so N⁴ = 0):
     (I + A)^{-1} = (I + N)^{-1} D = (I − N)(I + N²) D."""
 from __future__ import annotations
 
@@ -11,21 +11,24 @@ import triton.language as tl
 
 @triton.jit
 def _inv_diag(a, C: tl.constexpr):
-    """[C, C] (C = 64) block-diagonal (I + a_bb)^{-1} of the four 16×16 diagonal blocks a_bb of a strictly lower
-    tile. Built column by column in its transpose u (u = Dᵀ; column i of u is row i of D): step i computes row i of
-    all four inverses from their rows < i, D_i = e_i − Σ_{j<i} a_ij D_j, as u · a_i, a reduction within rows of u.
-    The rows a_i come from s [16, C], row i of every diagonal block side by side, summed once over the four block
-    rows; in the dot layout the tile comes in (16 rows a warp) neither step exchanges data between warps."""
+    """[C, C] block-diagonal (I + a_bb)^{-1} of the C / 16 diagonal 16×16 blocks a_bb of a strictly lower tile.
+    The blocks are taken out stacked as x [C/16, 16, 16] (x[b, i, j] = a[16b + i, 16b + j]) and inverted together
+    by forward substitution, one row a step: y_i = e_i − Σ_{j<i} x_ij y_j for all blocks at once, a reduction over
+    16 rows of C/16 small blocks (a quarter of the elements of the [C, C] tile, which is where the step's time
+    goes: studies/kernel-checks/solve_forms.py)."""
+    NB: tl.constexpr = C // 16
     r = tl.arange(0, C)
-    same = (r[:, None] // 16) == (r[None, :] // 16)
-    s = tl.sum(tl.reshape(tl.where(same, a, 0.0), [C // 16, 16, C]), axis=0)  # s[i, c] = a[16(c//16) + i, c]
     ri = tl.arange(0, 16)
-    u = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    own = (r[:, None, None] // 16) == tl.arange(0, NB)[None, :, None]
+    x = tl.reshape(tl.sum(tl.where(own, tl.reshape(a, [C, NB, 16]), 0.0), axis=1), [NB, 16, 16])
+    y = tl.broadcast_to(tl.where(ri[:, None] == ri[None, :], 1.0, 0.0)[None, :, :], [NB, 16, 16])
     for i in tl.static_range(1, 16):
-        a_i = tl.sum(tl.where(ri[:, None] == i, s, 0.0), axis=0)
-        d_i = tl.where(r % 16 == i, 1.0, -tl.sum(u * a_i[None, :], axis=1))
-        u = tl.where((r[None, :] % 16 == i) & same, d_i[:, None], u)
-    return tl.trans(u)
+        x_i = tl.sum(tl.where(ri[None, :, None] == i, x, 0.0), axis=1)  # [NB, 16]: row i of every block
+        y_i = tl.where(ri[None, :] == i, 1.0, 0.0) - tl.sum(x_i[:, :, None] * y, axis=1)
+        y = tl.where(ri[None, :, None] == i, y_i[:, None, :], y)
+    same = (r[:, None] // 16) == (r[None, :] // 16)
+    wide = tl.reshape(tl.broadcast_to(tl.reshape(y, [C, 1, 16]), [C, NB, 16]), [C, C])  # row r's block, NB times
+    return tl.where(same, wide, 0.0)
 
 
 @triton.jit

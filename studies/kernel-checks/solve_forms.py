@@ -1,0 +1,141 @@
+"""Two forms of the per-chunk UT solve's diagonal-block inverses, timed and checked on the GPU.
+
+The forward's `chunk_kkt_solve_fwd_kernel` builds A = strict_lower(β K Kᵀ ⊙ D) [64, 64] per chunk and inverts I + A
+(kernels/triton/solve.py): first the four 16×16 diagonal blocks by forward substitution, then the rest in four
+[64, 64] products. The substitution's 15 sequential steps are where the kernel's time goes (its time hardly depends
+on K). Forms of that substitution:
+- `dense`: on the whole [64, 64] tile, all four blocks at once, one row a step (4096 elements a step);
+- `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work).
+Each form runs inside the same kernel (K Kᵀ, gates, β, the merge products, the store) at each warp count; the time
+is CUDA kernel time from the profiler. Error: max |T − T_ref| / max |T_ref| against (I + A)⁻¹ in fp64 from the same
+A, bf16 k, log-sigmoid gates, β ∈ [0, 2].
+
+    python3 studies/kernel-checks/solve_forms.py                 # on a GPU; TRITON_INTERPRET=1 on a CPU (small)
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+import triton
+import triton.language as tl
+
+from deltamup.kernels.triton.solve import solve_tril
+from deltamup.kernels.triton.utils import decay, mm, tile
+
+
+@triton.jit
+def _inv_diag_dense(a, C: tl.constexpr):
+    """The `dense` form: as solve.py's before the stacked form, on the [C, C] tile (see the module docstring)."""
+    r = tl.arange(0, C)
+    same = (r[:, None] // 16) == (r[None, :] // 16)
+    s = tl.sum(tl.reshape(tl.where(same, a, 0.0), [C // 16, 16, C]), axis=0)
+    ri = tl.arange(0, 16)
+    u = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    for i in tl.static_range(1, 16):
+        a_i = tl.sum(tl.where(ri[:, None] == i, s, 0.0), axis=0)
+        d_i = tl.where(r % 16 == i, 1.0, -tl.sum(u * a_i[None, :], axis=1))
+        u = tl.where((r[None, :] % 16 == i) & same, d_i[:, None], u)
+    return tl.trans(u)
+
+
+@triton.jit
+def _solve_dense(a, C: tl.constexpr, MP: tl.constexpr):
+    r = tl.arange(0, C)
+    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    d = _inv_diag_dense(a, C)
+    n = tl.dot(d, tl.where((r[:, None] // 16) > (r[None, :] // 16), a, 0.0), input_precision=MP)
+    m = tl.dot(eye - n, eye + tl.dot(n, n, input_precision=MP), input_precision=MP)
+    return tl.dot(m, d, input_precision=MP)
+
+
+@triton.jit
+def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr,
+                          BK: tl.constexpr, FORM: tl.constexpr, MP: tl.constexpr):
+    """Grid (NT, B·H): A [B,T,H,C] fp32 and T = (I + A)⁻¹ [B,T,H,C] (T_out's dtype), g already cumulative."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    t0 = i_t * C
+    rows = t0 + tl.arange(0, C)
+    tok = i_b * T * H + i_h
+    b_G = tl.load(g + tok + rows * H, mask=rows < T, other=0.0)
+    b_kk = tl.zeros([C, C], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+        b_kk += mm(b_k, tl.trans(b_k), k, "half")
+    b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
+    b_a = b_kk * decay(b_G, C, True) * b_beta[:, None]
+    if FORM == "dense":
+        b_T = _solve_dense(b_a, C, MP)
+    else:
+        b_T = solve_tril(b_a, C, MP)
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    tl.store(A_out + tok * C + p_c, b_a, mask=m_c)
+    tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
+
+
+def run(form: str, warps: int, k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor, callable]:
+    B, T, H, K = k.shape
+    A = torch.empty(B, T, H, 64, dtype=torch.float32, device=k.device)
+    Tinv = torch.empty(B, T, H, 64, dtype=k.dtype, device=k.device)
+    mp = "ieee" if k.dtype == torch.float32 else "tf32"
+
+    def call() -> None:
+        kkt_solve_form_kernel[(triton.cdiv(T, 64), B * H)](k, g, beta, A, Tinv, T, H=H, K=K, C=64,
+                                                            BK=min(64, K), FORM=form, MP=mp, num_warps=warps)
+    call()
+    return A, Tinv, call
+
+
+def error(A: torch.Tensor, Tinv: torch.Tensor) -> float:
+    """max |T − (I + A)⁻¹| / max |(I + A)⁻¹| over the chunks, in fp64."""
+    B, T, H, C = A.shape
+    a = A.double().view(B, T // C, C, H, C).permute(0, 3, 1, 2, 4)
+    ref = torch.linalg.inv(torch.eye(C, dtype=torch.float64, device=A.device) + a)
+    got = Tinv.double().view(B, T // C, C, H, C).permute(0, 3, 1, 2, 4)
+    return ((got - ref).abs().max() / ref.abs().max()).item()
+
+
+def gpu_ms(call: callable, reps: int = 50) -> float:
+    """Mean CUDA kernel time of one call (torch.profiler)."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            call()
+        torch.cuda.synchronize()
+    return sum(e.device_time_total for e in prof.key_averages()) / reps / 1e3
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", type=int, nargs=4, default=None, metavar=("B", "T", "H", "K"))
+    args = p.parse_args()
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    B, T, H, K = args.shape or ((8, 2048, 6, 64) if cuda else (1, 128, 2, 32))
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, generator=gen) + 3).view(B, T // 64, 64, H).cumsum(2)
+    beta = 2 * torch.rand(B, T, H, generator=gen)
+    dtypes = (torch.bfloat16, torch.float32) if cuda else (torch.float32,)
+    print(f"B, T, H, K = {B}, {T}, {H}, {K}; {torch.cuda.get_device_name() if cuda else 'CPU (interpreter)'}")
+    print("| form | dtype | warps | GPU ms | max rel. error vs fp64 |\n| --- | --- | --- | --- | --- |")
+    for dtype in dtypes:
+        kk = k.to(device, dtype)
+        gg, bb = g.reshape(B, T, H).to(device).contiguous(), beta.to(device)
+        for form in ("dense", "blocks"):
+            for warps in ((1, 2, 4, 8) if cuda else (4,)):
+                try:
+                    A, Tinv, call = run(form, warps, kk, gg, bb)
+                except Exception as e:  # noqa: BLE001 — a form that does not compile is a row, not the end
+                    print(f"| {form} | {dtype} | {warps} | failed: {type(e).__name__} | – |")
+                    continue
+                ms = f"{gpu_ms(call):.4f}" if cuda else "–"
+                print(f"| {form} | {str(dtype).split('.')[1]} | {warps} | {ms} | {error(A, Tinv):.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
