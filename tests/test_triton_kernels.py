@@ -131,6 +131,37 @@ def test_every_state_config_is_correct(monkeypatch, config):
     assert_close(got, want, 1e-4)
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="configs differ only on a GPU (the interpreter ignores warps and stages)")
+@pytest.mark.parametrize("K, V", [(64, 128), (128, 256), (192, 384)])
+def test_every_candidate_config_is_correct(monkeypatch, K, V, dtype=torch.bfloat16):
+    """Every pass with each of its candidate configs in turn (the i-th of every list, its last where a list is
+    shorter), forward and every gradient against fp64, at the model's head shapes: the autotuner may pick any of them,
+    and on Hopper a config can compile to wrong results where another is right (tuning.py)."""
+    from deltamup.kernels.triton import chunk_bwd, chunk_fwd, tuning
+
+    counts: list[int] = []
+
+    def nth(i: int):
+        def launch(kernel, grid, args, kwargs, configs, fallbacks=tuning.SMEM_FALLBACKS, restore=()):
+            counts.append(len(configs))
+            tuning.launch(kernel, grid, args, kwargs, [configs[min(i, len(configs) - 1)]], fallbacks, restore)
+        return launch
+
+    x = make_inputs(2, 300, 2, K, V, "random", seed=6)
+    want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
+    i = 0
+    while i == 0 or i < max(counts):
+        for module in (chunk_fwd, chunk_bwd):
+            monkeypatch.setattr(module, "launch", nth(i))
+        monkeypatch.setattr(tuning, "_chosen", {})
+        got = run(chunk_gated_delta_rule_triton, x, dtype, True, True)
+        try:
+            assert_close(got, want, 1e-2)
+        except AssertionError as e:
+            raise AssertionError(f"candidate {i} of each pass: {e}") from None
+        i += 1
+
+
 def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):
     """launch: a config that overflows the shared memory is skipped, the fallbacks are tried only when no candidate
     fits, and the choice is kept for the next launch (a kernel whose pipelined configs never fit, as at K = 384)."""

@@ -13,8 +13,9 @@ from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
 # validated default first (what the interpreter, fp32 inputs and narrow heads run), then the candidates launch times
-# on a GPU. Each one is a compilation per shape. Every candidate here has been checked against fp64 on an H200
-# (benchmarks/kernels.md): 4 warps instead of 8 make the parallel passes 1.3–1.6× faster at K ≥ 64.
+# on a GPU. Each one is a compilation per shape. Every candidate is checked against fp64 on the GPU by
+# tests/test_triton_kernels.py::test_every_candidate_config_is_correct (GPU only): 4 warps instead of 8 make the
+# parallel passes 1.3–1.6× faster at K ≥ 64 (benchmarks/kernels.md).
 # Rule: narrow heads (is_narrow, a tile under 64 wide) run only the first. Why: on Hopper with Triton 3.6, 4 warps
 # end in an illegal memory access at K = 16, and half-precision operands give wrong outputs and gradients at V = 32
 # (studies/kernel-checks/diag_half.py); the closest upstream report is triton-lang/triton issue 11366 (Hopper wgmma,
