@@ -1,9 +1,12 @@
 """Which GDN-µP SGD rule makes block 0's gates and mixer grow with width? (docs/theory.md, disagreement 3)
 
 Runs the 20-step CPU coordinate check (widths 128…1024, SGD lr 0.03) for GDN-µP and for copies of its table with one
-SGD rule changed, and prints the slopes of the probes concerned. A variant is a copy of the table, never an edit:
+SGD rule changed, and prints the slopes of the probes concerned. A variant is a copy of the table, never an edit.
+With --long: the 100-step check of studies/coord-checks/long (widths 128–512, the SGD study's optimum 2^-5, cosine
+with 10 warm-up steps to 0.1 × the LR, no clipping, probes every 10 steps).
 
     python3 studies/coord-checks/sgd_rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
+    python3 studies/coord-checks/sgd_rule_ablation.py --long gdn-mup "hidden LR x1/sqrt(m)" > long/sgd-rule-ablation.txt
 """
 from __future__ import annotations
 
@@ -34,9 +37,15 @@ VARIANTS = {
     "no readout multiplier": "readout",
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
+SHORT = dict(widths=(128, 256, 512, 1024), steps=20)
+LONG = dict(widths=(128, 256, 512), steps=100, lr=2.0**-5, schedule="cosine", warmup_steps=10, min_lr_ratio=0.1,
+            every=10)
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], long: bool) -> None:
+    settings = LONG if long else SHORT
+    shown = [10, 20, 50, 100] if long else [1, 4, 6, 8, 10, 15, 20]
+    probes = PROBES + ["block0.v", "block0.state"] if long else PROBES
     for name in names:
         change = VARIANTS[name]
         if change == "readout":  # drop the √d before the output RMSNorm
@@ -45,20 +54,25 @@ def main(names: list[str]) -> None:
         else:
             variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **change})
         tables.REGISTRY[variant.name] = variant
-        check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=2), variant.name, "sgd", (128, 256, 512, 1024),
-                                       steps=20, device="cpu")
-        slopes = coord_check.fit_slopes(coord_check.run(check), variant.name, "sgd")
-        table = slopes.filter(pl.col("probe").is_in(PROBES) & pl.col("step").is_in([1, 4, 6, 8, 10, 15, 20]))
+        check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=2), variant.name, "sgd", device="cpu", **settings)
+        coords = coord_check.run(check)
+        slopes = coord_check.fit_slopes(coords, variant.name, "sgd")
+        table = slopes.filter(pl.col("probe").is_in(probes) & pl.col("step").is_in(shown))
         print(f"== {name}")
         with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
             pivot = table.pivot(on="step", index="probe", values="slope")
             print(pivot.with_columns(pl.all().exclude("probe").round(2)))
+        if long:
+            loss = coords.filter((pl.col("probe") == "loss") & (pl.col("step") == settings["steps"])).sort("width")
+            print("probe-batch loss at t = 100 by width:", ", ".join(f"{v:.3f}" for v in loss["rms"]), flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variants", nargs="*", metavar="VARIANT", help=f"default: all of {', '.join(VARIANTS)}")
-    names = parser.parse_args().variants or list(VARIANTS)
+    parser.add_argument("--long", action="store_true", help="the 100-step check at the SGD study's LR and schedule")
+    args = parser.parse_args()
+    names = args.variants or list(VARIANTS)
     if unknown := [n for n in names if n not in VARIANTS]:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    main(names)
+    main(names, args.long)
