@@ -1,12 +1,15 @@
-"""Which GDN-µP SGD rule makes block 0's gates and mixer grow with width? (docs/theory.md, disagreement 3)
+"""Which GDN-µP rule makes a coordinate grow with width? One rule changed at a time (docs/theory.md, items 3 and 4).
 
-Runs the 20-step CPU coordinate check (widths 128…1024, SGD lr 0.03) for GDN-µP and for copies of its table with one
-SGD rule changed, and prints the slopes of the probes concerned. A variant is a copy of the table, never an edit.
-With --long: the 100-step check of studies/coord-checks/long (widths 128–512, the SGD study's optimum 2^-5, cosine
-with 10 warm-up steps to 0.1 × the LR, no clipping, probes every 10 steps).
+Runs the CPU coordinate check for GDN-µP and for copies of its table with one rule changed, and prints the slopes of
+the probes concerned. A variant is a copy of the table, never an edit. Default: the 20-step check under SGD (widths
+128…1024, lr 0.03), Gated DeltaNet. With --long: the 100-step checks of studies/coord-checks/long (widths 128–512,
+cosine with 10 warm-up steps to 0.1 × the LR, probes every 10 steps; SGD at the SGD study's optimum 2^-5 without
+clipping, AdamW at 2^-9 with clipping 1.0 and weight decay 0.1). --model deltaproduct: DeltaProduct₂.
 
-    python3 studies/coord-checks/sgd_rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
-    python3 studies/coord-checks/sgd_rule_ablation.py --long gdn-mup "hidden LR x1/sqrt(m)" > long/sgd-rule-ablation.txt
+    python3 studies/coord-checks/rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
+    python3 studies/coord-checks/rule_ablation.py --long gdn-mup "hidden LR x1/sqrt(m)" > long/sgd-rule-ablation.txt
+    python3 studies/coord-checks/rule_ablation.py --long --optimizer adamw --model deltaproduct gdn-mup \
+        "gate matrices AdamW LR x m^-3/2" > long/gdp2-rule-ablation.txt
 """
 from __future__ import annotations
 
@@ -34,18 +37,25 @@ VARIANTS = {
     "embedding LR x1": {Role.EMBEDDING: RoleRule(init=BASE.rules[Role.EMBEDDING].init, lr={"adamw": 1, "sgd": 1})},
     "hidden LR x1/sqrt(m)": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init, lr={"adamw": 1 / m,
                                                                                        "sgd": m**-0.5})},
+    "gate matrices AdamW LR x m^-3/2": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
+                                                                   lr={"adamw": m**-1.5, "sgd": m**-0.5})},
+    "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
+                                                                    lr=BASE.rules[Role.GATE_MATRIX].lr)},
     "no readout multiplier": "readout",
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
 SHORT = dict(widths=(128, 256, 512, 1024), steps=20)
-LONG = dict(widths=(128, 256, 512), steps=100, lr=2.0**-5, schedule="cosine", warmup_steps=10, min_lr_ratio=0.1,
-            every=10)
+_LONG = dict(widths=(128, 256, 512), steps=100, schedule="cosine", warmup_steps=10, min_lr_ratio=0.1, every=10)
+LONG = {"sgd": dict(_LONG, lr=2.0**-5), "adamw": dict(_LONG, lr=2.0**-9, grad_clip=1.0, weight_decay=0.1)}
+MODELS = {"gdn": ModelConfig(kind="gdn", depth=2), "deltaproduct": ModelConfig(kind="deltaproduct", depth=2,
+                                                                                 householder=2)}
 
 
-def main(names: list[str], long: bool) -> None:
-    settings = LONG if long else SHORT
+def main(names: list[str], long: bool, optimizer: str, model: str) -> None:
+    settings = LONG[optimizer] if long else SHORT
     shown = [10, 20, 50, 100] if long else [1, 4, 6, 8, 10, 15, 20]
-    probes = PROBES + ["block0.v", "block0.state"] if long else PROBES
+    probes = PROBES + (["block0.v", "block0.state", "block1.mixer_out", "block0.mlp_out", "block1.mlp_out"]
+                       if long else [])
     for name in names:
         change = VARIANTS[name]
         if change == "readout":  # drop the √d before the output RMSNorm
@@ -54,12 +64,12 @@ def main(names: list[str], long: bool) -> None:
         else:
             variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **change})
         tables.REGISTRY[variant.name] = variant
-        check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=2), variant.name, "sgd", device="cpu", **settings)
+        check = coord_check.CoordCheck(MODELS[model], variant.name, optimizer, device="cpu", **settings)
         coords = coord_check.run(check)
-        slopes = coord_check.fit_slopes(coords, variant.name, "sgd")
+        slopes = coord_check.fit_slopes(coords, variant.name, optimizer)
         table = slopes.filter(pl.col("probe").is_in(probes) & pl.col("step").is_in(shown))
         print(f"== {name}")
-        with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_rows=-1):
             pivot = table.pivot(on="step", index="probe", values="slope")
             print(pivot.with_columns(pl.all().exclude("probe").round(2)))
         if long:
@@ -70,9 +80,11 @@ def main(names: list[str], long: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variants", nargs="*", metavar="VARIANT", help=f"default: all of {', '.join(VARIANTS)}")
-    parser.add_argument("--long", action="store_true", help="the 100-step check at the SGD study's LR and schedule")
+    parser.add_argument("--long", action="store_true", help="the 100-step check at the study's LR and schedule")
+    parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    parser.add_argument("--model", choices=tuple(MODELS), default="gdn")
     args = parser.parse_args()
     names = args.variants or list(VARIANTS)
     if unknown := [n for n in names if n not in VARIANTS]:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    main(names, args.long)
+    main(names, args.long, args.optimizer, args.model)
