@@ -174,5 +174,18 @@ GDN_MUP_MUPGATES = replace(
                   **({"update.gate_matrix": UPDATE_FLAT} if opt == "adamw" else {})}
             for opt, probes in GDN_MUP.expect.items()})
 
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with W_α, W_β's SGD learning rate × 1/m instead of the paper's × 1/√m — the candidate the 100-step SGD
+# coordinate check points to (both gate pre-activations flat at 128–512, stable training; docs/theory.md item 3).
+# AdamW is GDN-µP's. The gate update's width slope then differs from GDN-µP's under SGD and is not judged.
+GDN_MUP_SGDGATES = replace(
+    GDN_MUP, name="gdn-mup-sgdgates",
+    summary="GDN-µP with W_α, W_β's SGD learning rate × 1/m (the paper's: × 1/√m); AdamW as GDN-µP.",
+    rules={**GDN_MUP.rules,
+           Role.GATE_MATRIX: replace(GDN_MUP.rules[Role.GATE_MATRIX], lr={"adamw": 1 / m, "sgd": 1 / m})},
+    expect={**GDN_MUP.expect,
+            "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.gate_matrix"}})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
-                                                            GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES)}
+                                                            GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
+                                                            GDN_MUP_SGDGATES)}

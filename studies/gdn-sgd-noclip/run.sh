@@ -7,6 +7,7 @@
 #       edge    one more LR, seeds 0–2, wherever a 3-seed optimum is the smallest or largest LR run
 #       clip20  GDN-µP with a clipping threshold of 20 (does it bind?), seed 0, the whole grid, into DIR-clip20
 #               (the trial ids do not hold the threshold); each trial records its clipped_fraction
+#       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, the whole grid
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -18,6 +19,7 @@ for PART in "$@"; do
     seeds) seeds_around "256 512 768 1024" "sp mup gdn-mup" -5 ;;
     edge) edges ;;
     clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
-    *) echo "unknown part $PART (coarse, seeds, edge, clip20)" >&2; exit 2 ;;
+    gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set 'seeds=[0]' ;;
+    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates)" >&2; exit 2 ;;
   esac
 done
