@@ -35,9 +35,15 @@ def _inv_diag(a, C: tl.constexpr):
 def solve_tril(a, C: tl.constexpr, MP: tl.constexpr):
     """(I + a)^{-1} [C, C] fp32 of a strictly lower-triangular fp32 tile a (C = 64); the four products at
     input_precision MP."""
+    return merge_blocks(a, _inv_diag(a, C), C, MP)
+
+
+@triton.jit
+def merge_blocks(a, d, C: tl.constexpr, MP: tl.constexpr):
+    """(I + a)^{-1} = (I − N)(I + N²) d from d [C, C], the block-diagonal inverse of a's 16×16 diagonal blocks
+    (N = d·a_off); four products at input_precision MP."""
     r = tl.arange(0, C)
     eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
-    d = _inv_diag(a, C)
     n = tl.dot(d, tl.where((r[:, None] // 16) > (r[None, :] // 16), a, 0.0), input_precision=MP)
     m = tl.dot(eye - n, eye + tl.dot(n, n, input_precision=MP), input_precision=MP)
     return tl.dot(m, d, input_precision=MP)

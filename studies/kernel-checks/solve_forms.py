@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from deltamup.kernels.triton.solve import solve_tril
+from deltamup.kernels.triton.solve import merge_blocks, solve_tril
 from deltamup.kernels.triton.utils import decay, mm, tile
 
 
@@ -37,16 +37,6 @@ def _inv_diag_dense(a, C: tl.constexpr):
         d_i = tl.where(r % 16 == i, 1.0, -tl.sum(u * a_i[None, :], axis=1))
         u = tl.where((r[None, :] % 16 == i) & same, d_i[:, None], u)
     return tl.trans(u)
-
-
-@triton.jit
-def _solve_dense(a, C: tl.constexpr, MP: tl.constexpr):
-    r = tl.arange(0, C)
-    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
-    d = _inv_diag_dense(a, C)
-    n = tl.dot(d, tl.where((r[:, None] // 16) > (r[None, :] // 16), a, 0.0), input_precision=MP)
-    m = tl.dot(eye - n, eye + tl.dot(n, n, input_precision=MP), input_precision=MP)
-    return tl.dot(m, d, input_precision=MP)
 
 
 @triton.jit
@@ -67,7 +57,7 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     b_a = b_kk * decay(b_G, C, True) * b_beta[:, None]
     if FORM == "dense":
-        b_T = _solve_dense(b_a, C, MP)
+        b_T = merge_blocks(b_a, _inv_diag_dense(b_a, C), C, MP)
     else:
         b_T = solve_tril(b_a, C, MP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
