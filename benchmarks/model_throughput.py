@@ -14,10 +14,12 @@ a verified gradient.
     python3 benchmarks/model_throughput.py --variants ours-compile fla --mlp-hidden 2816 --profile --out throughput.json
 
 First measures the GPU's bf16 matmul peak (8192³ products), the reference of the "share of peak" column. Prints one
-row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end:
-parameters, ms per step (median of the timed steps), tokens/s, model TFLOP/s (6 · params · tokens) and its share of
-the measured peak, peak memory,
-seconds to the first step (compilation, autotuning), and the loss at the first and last timed step. --profile adds
+row per variant as it finishes (a cut-off keeps the rows before it) and a table at the end: parameters; ms per
+step as training runs (deltamup's train() syncs with the host once per log interval): the timed steps back to back,
+one sync at the end, wall time / steps; the same with a sync after every step (median), whose difference is the
+host's launch latency a sync exposes; tokens/s and model TFLOP/s (6 · params · tokens) from the former, and its
+share of the measured peak; peak memory; seconds to the first step (compilation, autotuning); the loss at the first
+and last back-to-back step. --profile adds
 the CUDA time per kernel of each variant, the same summed by category (matmul, delta rule, loss, optimizer,
 elementwise and norms, other), and the GPU's busy fraction (kernel time / step time; the rest is the GPU
 waiting for the host).
@@ -100,20 +102,27 @@ def measure(name: str, args: argparse.Namespace) -> dict:
                            device="cuda", generator=gen)
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    losses, times = [], []
+    synced = []  # every step followed by a host sync: its wall time exposes the host's launch latency
     for i in range(args.warmup + args.steps):
         t0 = time.perf_counter()
-        loss = step(tokens[i, :, :-1], tokens[i, :, 1:])
+        step(tokens[i, :, :-1], tokens[i, :, 1:])
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
+        synced.append(time.perf_counter() - t0)
         if i == 0:
             first = time.perf_counter() - start
-    ms = 1e3 * statistics.median(times[args.warmup:])
+    # as deltamup's train() runs: steps back to back, the host queueing ahead, one sync at the end
+    t0 = time.perf_counter()
+    losses = [step(tokens[args.warmup + i, :, :-1], tokens[args.warmup + i, :, 1:]).clone()  # CUDA graphs reuse
+              for i in range(args.steps)]                                                       # their outputs
+    torch.cuda.synchronize()
+    ms = 1e3 * (time.perf_counter() - t0) / args.steps
+    losses = torch.stack(losses).tolist()
     n_tokens = args.batch * args.seq_len
     row = {"variant": name, "params": params, "ms_per_step": ms, "tokens_per_s": n_tokens / ms * 1e3,
-           "tflops": 6 * params * n_tokens / ms * 1e-9, "peak_gb": torch.cuda.max_memory_allocated() / 2**30,
-           "first_step_s": first, "loss_first": losses[args.warmup], "loss_last": losses[-1]}
+           "tflops": 6 * params * n_tokens / ms * 1e-9,
+           "ms_per_step_synced": 1e3 * statistics.median(synced[args.warmup:]),
+           "peak_gb": torch.cuda.max_memory_allocated() / 2**30, "first_step_s": first, "loss_first": losses[0],
+           "loss_last": losses[-1]}
     if args.profile:
         row["profile"], row["categories"] = profile(step, tokens[-1])
         row["gpu_busy"] = sum(ms for _, ms in row["profile"]) / row["ms_per_step"]
@@ -162,15 +171,17 @@ def matmul_peak(n: int = 8192, reps: int = 30) -> float:
 
 def table(rows: list[dict], peak: float | None) -> str:
     """The rows as Markdown; `peak`: the measured bf16 matmul TFLOP/s each row's 6ND rate is a share of."""
-    lines = ["| variant | params | ms/step | tokens/s | TFLOP/s (6ND) | share of the measured matmul peak | GPU busy | "
-             "peak GiB | first step s | loss first → last |", "|" + " --- |" * 10]
+    lines = ["| variant | params | ms/step | ms/step, synced each step | tokens/s | TFLOP/s (6ND) | "
+             "share of the measured matmul peak | GPU busy | peak GiB | first step s | loss first → last |",
+             "|" + " --- |" * 11]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 8)
+            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 9)
             continue
         busy = f"{r['gpu_busy']:.0%}" if "gpu_busy" in r else "–"
         share = f"{r['tflops'] / peak:.0%}" if peak else "–"
         lines.append(f"| {r['variant']} | {r['params'] / 1e6:.1f}M | {r['ms_per_step']:.1f} | "
+                     f"{r['ms_per_step_synced']:.1f} | "
                      f"{r['tokens_per_s']:,.0f} | {r['tflops']:.0f} | {share} | {busy} | {r['peak_gb']:.1f} | "
                      f"{r['first_step_s']:.0f} | {r['loss_first']:.3f} → {r['loss_last']:.3f} |")
     return "\n".join(lines)

@@ -82,7 +82,7 @@ def setup(label: str, seed: int, args: argparse.Namespace,
                          base_width=args.width, tie_embeddings=args.tied)
     steps = steps or args.steps
     train_config = TrainConfig(lr=args.lr, steps=steps, warmup_steps=steps // 20, weight_decay=0.0, seed=seed,
-                               log_every=log_every(args))
+                               log_every=log_every(args), compile=args.compile)
     return task, config, train_config
 
 
@@ -266,6 +266,9 @@ def parser() -> Parser:
     p.add_argument("--checkpoint-dir", type=Path, default=None,
                    help="each run saves itself to DIR/<variant>-seed<N>.pt and continues from it when rerun")
     p.add_argument("--checkpoint-every", type=int, default=500, help="steps between a run's checkpoints")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile each run's step (one graph around the kernels: fewer host launches, which is "
+                        "what bounds this one-layer model on a GPU; the warm-up fills the on-disk caches the runs share)")
     p.add_argument("--time-steps", type=int, default=None, metavar="K",
                    help="first time K steps of each variant alone here and project the study's wall time")
     return p
