@@ -10,7 +10,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _inv_diag(a, C: tl.constexpr):
+def inv_diag_blocks(a, C: tl.constexpr):
     """[C, C] block-diagonal (I + a_bb)^{-1} of the C / 16 diagonal 16×16 blocks a_bb of a strictly lower tile.
     The blocks are taken out stacked as x [C/16, 16, 16] (x[b, i, j] = a[16b + i, 16b + j]) and inverted together
     by forward substitution, one row a step: y_i = e_i − Σ_{j<i} x_ij y_j for all blocks at once, a reduction over
@@ -24,10 +24,25 @@ def _inv_diag(a, C: tl.constexpr):
     y = tl.broadcast_to(tl.where(ri[:, None] == ri[None, :], 1.0, 0.0)[None, :, :], [NB, 16, 16])
     for i in tl.static_range(1, 16):
         x_i = tl.sum(tl.where(ri[None, :, None] == i, x, 0.0), axis=1)  # [NB, 16]: row i of every block
-        y_i = tl.where(ri[None, :] == i, 1.0, 0.0) - tl.sum(x_i[:, :, None] * y, axis=1)
-        y = tl.where(ri[None, :, None] == i, y_i[:, None, :], y)
+        y = substitute_row(y, x_i, i)
+    return block_diag(y, C)
+
+
+@triton.jit
+def substitute_row(y, x_i, i: tl.constexpr):
+    """One forward-substitution step of the stacked blocks y [NB, 16, 16] (rows < i done): row i becomes
+    e_i − Σ_{j<i} x_ij y_j, with x_i [NB, 16] row i of every block."""
+    ri = tl.arange(0, 16)
+    y_i = tl.where(ri[None, :] == i, 1.0, 0.0) - tl.sum(x_i[:, :, None] * y, axis=1)
+    return tl.where(ri[None, :, None] == i, y_i[:, None, :], y)
+
+
+@triton.jit
+def block_diag(y, C: tl.constexpr):
+    """[C, C] block-diagonal matrix of the stacked 16×16 blocks y [C / 16, 16, 16]."""
+    r = tl.arange(0, C)
     same = (r[:, None] // 16) == (r[None, :] // 16)
-    wide = tl.reshape(tl.broadcast_to(tl.reshape(y, [C, 1, 16]), [C, NB, 16]), [C, C])  # row r's block, NB times
+    wide = tl.reshape(tl.broadcast_to(tl.reshape(y, [C, 1, 16]), [C, C // 16, 16]), [C, C])  # row r's block, C/16 ×
     return tl.where(same, wide, 0.0)
 
 
@@ -35,7 +50,7 @@ def _inv_diag(a, C: tl.constexpr):
 def solve_tril(a, C: tl.constexpr, MP: tl.constexpr):
     """(I + a)^{-1} [C, C] fp32 of a strictly lower-triangular fp32 tile a (C = 64); the four products at
     input_precision MP."""
-    return merge_blocks(a, _inv_diag(a, C), C, MP)
+    return merge_blocks(a, inv_diag_blocks(a, C), C, MP)
 
 
 @triton.jit

@@ -1,14 +1,18 @@
-"""Two forms of the per-chunk UT solve's diagonal-block inverses, timed and checked on the GPU.
+"""Forms of the per-chunk UT solve, timed and checked on the GPU, and where its time goes.
 
 The forward's `chunk_kkt_solve_fwd_kernel` builds A = strict_lower(β K Kᵀ ⊙ D) [64, 64] per chunk and inverts I + A
 (kernels/triton/solve.py): first the four 16×16 diagonal blocks by forward substitution, then the rest in four
 [64, 64] products. The substitution's 15 sequential steps are where the kernel's time goes (its time hardly depends
 on K). Forms of that substitution:
 - `dense`: on the whole [64, 64] tile, all four blocks at once, one row a step (4096 elements a step);
-- `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work).
+- `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work; the product's);
+- `rows`: as `blocks`, but each step loads row i of every block from A, stored to memory first (as fla's solve
+  does), instead of taking it out of the register tile with a masked reduction over the whole stack.
+Two cuts of the kernel, not solves, say where its time goes: `kkt` stores A as T (K Kᵀ, gates, β, the loads and
+stores, no inverse), `diag` stores the block-diagonal inverse D (the substitution, without the four merge products).
 Each form runs inside the same kernel (K Kᵀ, gates, β, the merge products, the store) at each warp count; the time
 is CUDA kernel time from the profiler. Error: max |T − T_ref| / max |T_ref| against (I + A)⁻¹ in fp64 from the same
-A, bf16 k, log-sigmoid gates, β ∈ [0, 2].
+A, bf16 k, log-sigmoid gates, β ∈ [0, 2] (none for the two cuts).
 
     python3 studies/kernel-checks/solve_forms.py                 # on a GPU; TRITON_INTERPRET=1 on a CPU (small)
 """
@@ -20,8 +24,10 @@ import torch
 import triton
 import triton.language as tl
 
-from deltamup.kernels.triton.solve import merge_blocks, solve_tril
+from deltamup.kernels.triton.solve import block_diag, inv_diag_blocks, merge_blocks, solve_tril, substitute_row
 from deltamup.kernels.triton.utils import decay, mm, tile
+
+CUTS = ("kkt", "diag")  # parts of the kernel, timed to say where its time goes; not solves
 
 
 @triton.jit
@@ -37,6 +43,22 @@ def _inv_diag_dense(a, C: tl.constexpr):
         d_i = tl.where(r % 16 == i, 1.0, -tl.sum(u * a_i[None, :], axis=1))
         u = tl.where((r[None, :] % 16 == i) & same, d_i[:, None], u)
     return tl.trans(u)
+
+
+@triton.jit
+def _inv_diag_rows(a_rows, row_stride, t0, T, C: tl.constexpr):
+    """The `rows` form: the stacked substitution with row i of every diagonal block loaded from A in memory
+    (a_rows: A's element (t, 0) of this chunk's head at a_rows + t · row_stride)."""
+    NB: tl.constexpr = C // 16
+    ri = tl.arange(0, 16)
+    rb = tl.arange(0, NB)
+    y = tl.broadcast_to(tl.where(ri[:, None] == ri[None, :], 1.0, 0.0)[None, :, :], [NB, 16, 16])
+    for i in tl.static_range(1, 16):
+        t = t0 + 16 * rb + i
+        x_i = tl.load(a_rows + t[:, None] * row_stride + 16 * rb[:, None] + ri[None, :], mask=(t < T)[:, None],
+                      other=0.0)
+        y = substitute_row(y, x_i, i)
+    return block_diag(y, C)
 
 
 @triton.jit
@@ -56,12 +78,19 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
         b_kk += mm(b_k, tl.trans(b_k), k, "half")
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     b_a = b_kk * decay(b_G, C, True) * b_beta[:, None]
-    if FORM == "dense":
-        b_T = merge_blocks(b_a, _inv_diag_dense(b_a, C), C, MP)
-    else:
-        b_T = solve_tril(b_a, C, MP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     tl.store(A_out + tok * C + p_c, b_a, mask=m_c)
+    if FORM == "dense":
+        b_T = merge_blocks(b_a, _inv_diag_dense(b_a, C), C, MP)
+    elif FORM == "rows":
+        tl.debug_barrier()  # the program's other threads stored the rows it loads
+        b_T = merge_blocks(b_a, _inv_diag_rows(A_out + tok * C, H * C, t0, T, C), C, MP)
+    elif FORM == "kkt":
+        b_T = b_a
+    elif FORM == "diag":
+        b_T = inv_diag_blocks(b_a, C)
+    else:
+        b_T = solve_tril(b_a, C, MP)
     tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
 
 
@@ -116,7 +145,7 @@ def main() -> None:
     for dtype in dtypes:
         kk = k.to(device, dtype)
         gg, bb = g.reshape(B, T, H).to(device).contiguous(), beta.to(device)
-        for form in ("dense", "blocks"):
+        for form in ("dense", "blocks", "rows", "kkt", "diag"):
             for warps in ((1, 2, 4, 8) if cuda else (4,)):
                 try:
                     A, Tinv, call = run(form, warps, kk, gg, bb)
@@ -124,7 +153,8 @@ def main() -> None:
                     print(f"| {form} | {dtype} | {warps} | failed: {type(e).__name__} | – |")
                     continue
                 ms = f"{gpu_ms(call):.4f}" if cuda else "–"
-                print(f"| {form} | {str(dtype).split('.')[1]} | {warps} | {ms} | {error(A, Tinv):.1e} |", flush=True)
+                err = f"{error(A, Tinv):.1e}" if form not in CUTS else "– (a cut)"
+                print(f"| {form} | {str(dtype).split('.')[1]} | {warps} | {ms} | {err} |", flush=True)
 
 
 if __name__ == "__main__":
