@@ -44,6 +44,9 @@ def test_python_dash_m_entry_point():
     (["coord-check", "--adam-eps", "-1", "--out", "{tmp}"], "eps must not be negative"),
     (["coord-check", "--out", "/proc/deltamup-cannot-write"], "cannot create output directory"),
     (["coord-check", "--data", "/nonexistent/corpus", "--out", "{tmp}"], "does not exist"),
+    (["kernels", "check", "--kernel", "nope"], "no pass named 'nope'"),
+    (["kernels", "check", "--tolerance", "-1"], "--tolerance -1: must be positive"),
+    (["kernels", "check", "--head-dims", "64"], None),  # not KxV: argparse, exit 2
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path / "out")) for a in argv]

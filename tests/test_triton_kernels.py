@@ -17,6 +17,8 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton", reason="triton is not installed")
 
 from deltamup import kernels  # noqa: E402
+from deltamup.kernels.check import outputs as run  # noqa: E402
+from deltamup.kernels.check import random_inputs, rel_errors  # noqa: E402
 from deltamup.kernels.reference import recurrent_gated_delta_rule  # noqa: E402
 from deltamup.kernels.triton import chunk_gated_delta_rule_triton  # noqa: E402
 
@@ -24,35 +26,11 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def make_inputs(B: int, T: int, H: int, K: int, V: int, gate: str, seed: int = 0) -> dict[str, torch.Tensor | None]:
-    """fp64 inputs on DEVICE; gate is 'random', 'zero' (log-gate exactly 0) or 'none'."""
-    gen = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
-    g = {"random": torch.nn.functional.logsigmoid(r(B, T, H) + 2), "zero": torch.zeros(B, T, H), "none": None}[gate]
-    x = dict(q=r(B, T, H, K), k=torch.nn.functional.normalize(r(B, T, H, K), dim=-1), v=r(B, T, H, V), g=g,
-             beta=2 * torch.rand(B, T, H, generator=gen, dtype=torch.float64), h0=r(B, H, K, V))
-    return {n: (t.to(DEVICE, torch.float64) if t is not None else None) for n, t in x.items()}
-
-
-def run(rule, x: dict, dtype: torch.dtype, use_h0: bool, final: bool, l2: bool = False) -> dict[str, torch.Tensor]:
-    """Output, final state and the gradients of a fixed random loss, with inputs cast to dtype."""
-    leaves = {n: (t.detach().to(dtype).clone().requires_grad_() if t is not None else None) for n, t in x.items()}
-    o, ht = rule(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
-                 initial_state=leaves["h0"] if use_h0 else None, output_final_state=final,
-                 use_qk_l2norm_in_kernel=l2)
-    gen = torch.Generator().manual_seed(1)
-    loss = (o * torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o)).sum()
-    if final:
-        loss = loss + (ht * torch.randn(ht.shape, generator=gen, dtype=torch.float64).to(ht)).sum()
-    loss.backward()
-    out = {"o": o, "ht": ht}
-    out.update({f"d{n}": t.grad for n, t in leaves.items() if t is not None and t.grad is not None})
-    return {n: t for n, t in out.items() if t is not None}
+    return random_inputs(B, T, H, K, V, gate, seed, DEVICE)
 
 
 def assert_close(got: dict, want: dict, tol: float) -> None:
-    assert got.keys() == want.keys()
-    for n in want:
-        err = ((got[n].double() - want[n]).norm() / want[n].norm()).item()
+    for n, err in rel_errors(got, want).items():
         assert err < tol, f"{n}: relative error {err:.2e} ≥ {tol:.0e}"
 
 
@@ -133,33 +111,46 @@ def test_every_state_config_is_correct(monkeypatch, config):
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="configs differ only on a GPU (the interpreter ignores warps and stages)")
 @pytest.mark.parametrize("K, V", [(64, 128), (128, 256), (192, 384)])
-def test_every_candidate_config_is_correct(monkeypatch, K, V, dtype=torch.bfloat16):
-    """Every pass with each of its candidate configs in turn (the i-th of every list, its last where a list is
-    shorter), forward and every gradient against fp64, at the model's head shapes: the autotuner may pick any of them,
-    and on Hopper a config can compile to wrong results where another is right (tuning.py)."""
-    from deltamup.kernels.triton import chunk_bwd, chunk_fwd, tuning
+def test_every_candidate_config_is_correct(K, V):
+    """Every pass with each of its candidate configs in turn (selfcheck.py, `deltamup kernels check`), forward and
+    every gradient against fp64, at the model's head shapes: the autotuner may pick any of them, and on Hopper a
+    config can compile to wrong results where another is right (tuning.py)."""
+    from deltamup.kernels.triton import selfcheck
 
-    counts: list[int] = []
+    wrong = [r for r in selfcheck.check(K, V, torch.bfloat16) if not r.error < 1e-2]
+    assert not wrong, "configs off fp64: " + "; ".join(f"{r.kernel} {r.config}: {r.worst} {r.error:.2e}"
+                                                       for r in wrong)
 
-    def nth(i: int):
-        def launch(kernel, grid, args, kwargs, configs, fallbacks=tuning.SMEM_FALLBACKS, restore=()):
-            counts.append(len(configs))
-            tuning.launch(kernel, grid, args, kwargs, [configs[min(i, len(configs) - 1)]], fallbacks, restore)
-        return launch
 
-    x = make_inputs(2, 300, 2, K, V, "random", seed=6)
-    want = run(recurrent_gated_delta_rule, x, torch.float64, True, True)
-    i = 0
-    while i == 0 or i < max(counts):
-        for module in (chunk_fwd, chunk_bwd):
-            monkeypatch.setattr(module, "launch", nth(i))
-        monkeypatch.setattr(tuning, "_chosen", {})
-        got = run(chunk_gated_delta_rule_triton, x, dtype, True, True)
-        try:
-            assert_close(got, want, 1e-2)
-        except AssertionError as e:
-            raise AssertionError(f"candidate {i} of each pass: {e}") from None
-        i += 1
+def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first():
+    """tuning.pinned, what `deltamup kernels check` runs each candidate with: the named pass's i-th config (its last
+    where it has fewer), every other pass its first, each time it launches."""
+    from deltamup.kernels.triton import tuning
+
+    x = make_inputs(1, 70, 1, 64, 64, "random")
+    with tuning.pinned("chunk_state_fwd_kernel", 1) as pin:
+        run(chunk_gated_delta_rule_triton, x, torch.float32, True, True)
+    assert len(pin.seen["chunk_state_fwd_kernel"]) > 1 and len(pin.seen) >= 8  # the forward and backward passes
+    for name, configs in pin.seen.items():
+        want = configs[1] if name == "chunk_state_fwd_kernel" else configs[0]
+        assert pin.launched[name] and all(cfg == want for cfg in pin.launched[name]), name
+    with tuning.pinned("chunk_o_fwd_kernel", 99) as pin:
+        run(chunk_gated_delta_rule_triton, x, torch.float32, True, True)
+    assert pin.launched["chunk_o_fwd_kernel"] == [pin.seen["chunk_o_fwd_kernel"][-1]]
+
+
+def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(capsys):
+    """`deltamup kernels check` for one pass: a row per candidate with its error against fp64 (small: the interpreter
+    computes every config the same), and exit 1 when an error reaches the tolerance (here 1e-12)."""
+    from deltamup.cli import main
+    from deltamup.kernels.triton import tuning
+
+    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1"]
+    assert main(argv + ["--tolerance", "1e-12"]) == 1
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("64 ")]
+    assert [(r[2], r[3], r[4]) for r in rows] == [("chunk_o_fwd_kernel", str(i), tuning.config_text(c))
+                                                  for i, c in enumerate(tuning.OUT_CONFIGS)]
+    assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
 
 
 def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):

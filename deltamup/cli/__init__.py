@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deltamup.cli import coord_check, data, describe, quickstart, report, sweep, tasks
+from deltamup.cli import coord_check, data, describe, kernels, quickstart, report, sweep, tasks
 
-COMMANDS = (describe, coord_check, quickstart, sweep, report, data, tasks)
+COMMANDS = (describe, coord_check, quickstart, sweep, report, data, tasks, kernels)
 
 
 def build_parser() -> argparse.ArgumentParser:

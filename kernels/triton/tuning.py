@@ -4,7 +4,9 @@ where the interpreter runs them)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -110,6 +112,32 @@ Grid = tuple[int, ...] | Callable[[dict[str, Any]], tuple[int, ...]]
 _chosen: dict[tuple, dict[str, int]] = {}
 
 
+@dataclass
+class Pin:
+    """While active (`pinned`): the pass named `kernel` launches its candidate `index` (its last where it has fewer),
+    every other pass its first; nothing is timed or remembered. `seen`: each pass launched, with its candidates;
+    `launched`: the configs each pass launched with, in order."""
+    kernel: str | None
+    index: int
+    seen: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    launched: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+
+
+_pin: Pin | None = None
+
+
+@contextmanager
+def pinned(kernel: str | None = None, index: int = 0) -> Iterator[Pin]:
+    """Within: `kernel`'s launches take its candidate `index`, the other passes their first (selfcheck.py checks
+    each candidate this way); kernel None: every pass its first."""
+    global _pin
+    outer, _pin = _pin, Pin(kernel, index)
+    try:
+        yield _pin
+    finally:
+        _pin = outer
+
+
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
            fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = ()) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
@@ -117,14 +145,20 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
     (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
-    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken. DELTAMUP_AUTOTUNE_LOG=1 prints the
-    times."""
+    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
+    DELTAMUP_AUTOTUNE_LOG=1 prints the times."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
            tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
            tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
     run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
+    if _pin is not None:
+        _pin.seen.setdefault(key[0], list(configs))
+        cfg = configs[min(_pin.index, len(configs) - 1)] if key[0] == _pin.kernel else configs[0]
+        _pin.launched.setdefault(key[0], []).append(cfg)
+        run(cfg)
+        return
     if key in _chosen:
         run(_chosen[key])
         return
@@ -158,7 +192,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     best = min(times, key=lambda tc: tc[0])[1]
     if os.environ.get("DELTAMUP_AUTOTUNE_LOG") == "1":
         print(f"autotune {key[0]} {dict(key[1])} grid {key[3]}: "
-              + "; ".join(f"{_fmt(c)} {t:.3f} ms" for t, c in times) + f" -> {_fmt(best)}", flush=True)
+              + "; ".join(f"{config_text(c)} {t:.3f} ms" for t, c in times) + f" -> {config_text(best)}", flush=True)
     for t, s in zip(restore, saved):
         t.copy_(s)
     _chosen[key] = best
@@ -180,5 +214,6 @@ def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
     return best
 
 
-def _fmt(cfg: dict[str, int]) -> str:
+def config_text(cfg: dict[str, int]) -> str:
+    """A config as the autotuner's log prints it, e.g. "BV=64,warps=4,stages=2"."""
     return ",".join(f"{k.replace('num_', '')}={v}" for k, v in cfg.items())

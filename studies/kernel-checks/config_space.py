@@ -47,7 +47,7 @@ def timed_launch(rows: list[dict[str, Any]]):
                 ms = tuning._cuda_ms(run)
             except OutOfResources:
                 ms = float("nan")
-            rows.append(dict(kernel=kernel.fn.__name__, config=tuning._fmt(cfg), candidate=i < len(configs), ms=ms))
+            rows.append(dict(kernel=kernel.fn.__name__, config=tuning.config_text(cfg), candidate=i < len(configs), ms=ms))
             for t, s in zip(restore, saved):
                 t.copy_(s)
         tuning.launch(kernel, grid, args, kwargs, configs, fallbacks, restore)

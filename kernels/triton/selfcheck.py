@@ -1,0 +1,64 @@
+"""Every candidate launch config of every pass against the recurrence in fp64, on this machine
+(`deltamup kernels check`).
+
+The launcher (tuning.launch) times each pass's candidates on a GPU and keeps the fastest. On Hopper with Triton 3.6 a
+config can compile to wrong results where another is right (docs/kernels.md), and which one depends on the GPU and
+the Triton version: this runs each pass with each of its candidates in turn, every other pass at its first, and
+compares the output, the final state and every gradient with the token-by-token recurrence in fp64. On a CPU the
+interpreter ignores warps and stages, so there it checks the kernels, not the configs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from triton.runtime.errors import OutOfResources
+
+from ..check import outputs, random_inputs, rel_errors
+from ..reference import recurrent_gated_delta_rule
+from . import chunk_bwd, chunk_fwd, tuning
+from .function import chunk_gated_delta_rule_triton
+
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 1e-2}  # the kernel tests' bars
+PASSES = tuple(name for module in (chunk_fwd, chunk_bwd) for name, f in vars(module).items()
+               if name.endswith("_kernel") and hasattr(f, "fn"))  # @triton.jit, compiled or interpreted
+
+
+@dataclass(frozen=True)
+class Result:
+    """One pass run with one of its candidates: the largest relative error over the outputs and which output it is
+    (error inf and why, when the config did not fit the shared memory)."""
+    kernel: str
+    candidate: int
+    config: str
+    error: float
+    worst: str
+
+
+def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
+          kernel: str | None = None, device: str | None = None, seed: int = 6) -> list[Result]:
+    """Each candidate of each pass (or only of `kernel`) at head dims K, V, inputs of `dtype`, (B, T, H) = shape
+    (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2], an initial state."""
+    if kernel is not None and kernel not in PASSES:
+        raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    x = random_inputs(*shape, K, V, "random", seed, device)
+    want = outputs(recurrent_gated_delta_rule, x, torch.float64)
+    with tuning.pinned() as pin:  # which passes launch, and their candidates
+        outputs(chunk_gated_delta_rule_triton, x, dtype)
+    names = [kernel] if kernel is not None else list(pin.seen)
+    if kernel is not None and kernel not in pin.seen:
+        raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
+    results = []
+    for name in names:
+        for i, config in enumerate(pin.seen[name]):
+            try:
+                with tuning.pinned(name, i):
+                    errors = rel_errors(outputs(chunk_gated_delta_rule_triton, x, dtype), want)
+            except OutOfResources as e:
+                results.append(Result(name, i, tuning.config_text(config), math.inf, f"does not fit: {e}"))
+                continue
+            worst = max(errors, key=errors.get)
+            results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
+    return results
