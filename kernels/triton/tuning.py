@@ -115,7 +115,8 @@ _chosen: dict[tuple, dict[str, int]] = {}
 @dataclass
 class Pin:
     """While active (`pinned`): the pass named `kernel` launches its candidate `index` (its last where it has fewer),
-    every other pass its first; nothing is timed or remembered. `seen`: each pass launched, with its candidates;
+    every other pass its first (or, where that does not fit the shared memory, its fallbacks); nothing is timed or
+    remembered. `seen`: each pass launched, with its candidates;
     `launched`: the configs each pass launched with, in order."""
     kernel: str | None
     index: int
@@ -154,10 +155,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
            tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
     run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
     if _pin is not None:
-        _pin.seen.setdefault(key[0], list(configs))
-        cfg = configs[min(_pin.index, len(configs) - 1)] if key[0] == _pin.kernel else configs[0]
-        _pin.launched.setdefault(key[0], []).append(cfg)
-        run(cfg)
+        _launch_pinned(_pin, key[0], configs, fallbacks, run)
         return
     if key in _chosen:
         run(_chosen[key])
@@ -197,6 +195,23 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
         t.copy_(s)
     _chosen[key] = best
     run(best)
+
+
+def _launch_pinned(pin: Pin, name: str, configs: Sequence[dict[str, int]], fallbacks: Sequence[dict[str, int]],
+                   run: Callable[[dict[str, int]], None]) -> None:
+    """A launch inside `pinned`: the pinned pass's chosen candidate alone (one that does not fit the shared memory
+    raises, for the caller to report), any other pass's first candidate, then its fallbacks (K ≥ 384), as launch."""
+    pin.seen.setdefault(name, list(configs))
+    order = [configs[min(pin.index, len(configs) - 1)]] if name == pin.kernel else [configs[0], *fallbacks]
+    for i, cfg in enumerate(order):
+        try:
+            run(cfg)
+        except OutOfResources:
+            if i == len(order) - 1:
+                raise
+            continue
+        pin.launched.setdefault(name, []).append(cfg)
+        return
 
 
 def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
