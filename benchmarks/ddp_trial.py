@@ -28,6 +28,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import torch
 
+from deltamup.cli.sweep import exclude
 from deltamup.kernels.warm import warm_shapes
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
@@ -100,7 +101,9 @@ def main() -> None:
         sys.exit(f"needs {n} GPUs, this machine has {torch.cuda.device_count()} (--smoke runs on CPUs)")
     if not args.smoke:
         config = trial_spec(args, 1, 0).model_config(args.width)
-        warm_shapes([(config.head_k_dim, config.head_v_dim, config.householder, config.is_gated)])
+        _, off = warm_shapes([(config.head_k_dim, config.head_v_dim, config.householder, config.is_gated)])
+        if off:
+            exclude(off)
     configure_ray_env(local=True)
     started = time.time()
     with ray_session(None, None):

@@ -1,9 +1,13 @@
-"""Fill Triton's on-disk kernel cache for given head shapes before a sweep, one process per shape, in parallel.
+"""Fill Triton's on-disk kernel cache for given head shapes before a sweep, one process per shape, in parallel, and
+check every candidate config there against fp64.
 
 Every candidate config the launcher times is one compilation per head shape (9 s for K = 32, 13 s for K = 128 on an
 H200 with an empty cache); a sweep's trials of one width share that shape, so compiling it once up front keeps the
 trials that start together from compiling it side by side. The calls are the model's (models/mixer.py): q/k
 normalised outside, g in fp32, β and the rest in bf16, forward and backward, with and without the final state.
+Then each pass runs each of its candidates against the recurrence in fp64 at the same heads (triton/selfcheck.py,
+the gated delta rule's passes; the same compiled kernels for n_h = 1), and the ones off fp64 are returned, for the
+launcher to leave out (tuning.EXCLUDE_ENV).
 
     warm_shapes([(32, 64, 1, True), (128, 256, 1, True)])    # (K, V, householder, gated) per shape
     python -m deltamup.kernels.warm 128 256 --householder 2   # one shape, in this process
@@ -11,10 +15,13 @@ normalised outside, g in fp32, β and the rest in bf16, forward and backward, wi
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 
@@ -39,14 +46,34 @@ def warm(K: int, V: int, householder: int = 1, gated: bool = True) -> None:
     torch.cuda.synchronize()
 
 
-def warm_shapes(shapes: Iterable[Shape]) -> int:
-    """Warm every shape in its own process (compilation is CPU work: the shapes compile in parallel); prints one
-    line per shape and returns the number of shapes that failed."""
+def check(K: int, V: int) -> list[str]:
+    """The "pass@config" of every candidate off fp64 at these head dims on the current GPU (B 2, T 300, H 6, bf16),
+    each printed with its error."""
+    from .triton import selfcheck
+
+    off = []
+    for r in selfcheck.check(K, V, torch.bfloat16, (2, 300, 6)):
+        if not r.error < selfcheck.TOLERANCE[torch.bfloat16]:
+            print(f"off fp64 at K={K} V={V}: {r.kernel} {r.config}: {r.worst} {r.error:.1e}", flush=True)
+            off.append(f"{r.kernel}@{r.config}")
+    return off
+
+
+def warm_shapes(shapes: Iterable[Shape]) -> tuple[int, list[str]]:
+    """Warm and check every shape in its own process (compilation is CPU work: the shapes compile in parallel);
+    prints one line per shape. Returns the number of shapes that failed and the "pass@config" of the candidates
+    off fp64."""
     procs = []
-    for K, V, n, gated in sorted(set(shapes)):
-        cmd = [sys.executable, "-m", "deltamup.kernels.warm", str(K), str(V), "--householder", str(n)]
-        procs.append(subprocess.Popen(cmd + ([] if gated else ["--no-gate"])))
-    return sum(p.wait() != 0 for p in procs)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (K, V, n, gated) in enumerate(sorted(set(shapes))):
+            cmd = [sys.executable, "-m", "deltamup.kernels.warm", str(K), str(V), "--householder", str(n),
+                   "--off-fp64", str(Path(tmp) / f"{i}.json")]
+            procs.append((subprocess.Popen(cmd + ([] if gated else ["--no-gate"])), Path(tmp) / f"{i}.json"))
+        failed, off = 0, []
+        for proc, path in procs:
+            failed += proc.wait() != 0
+            off += json.loads(path.read_text()) if path.exists() else []
+    return failed, sorted(set(off))
 
 
 def main() -> None:
@@ -55,10 +82,18 @@ def main() -> None:
     p.add_argument("V", type=int, help="value head dim")
     p.add_argument("--householder", type=int, default=1, help="DeltaProduct's n_h (1: the gated delta rule)")
     p.add_argument("--no-gate", action="store_true", help="plain DeltaNet (no decay gate)")
+    p.add_argument("--off-fp64", type=Path, default=None,
+                   help="then check every candidate config against fp64 and write those off it here (JSON list)")
     args = p.parse_args()
     t0 = time.time()
     warm(args.K, args.V, args.householder, not args.no_gate)
     print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
+    if args.off_fp64 is not None:
+        t0 = time.time()
+        off = check(args.K, args.V)
+        args.off_fp64.write_text(json.dumps(off))
+        print(f"kernel configs checked against fp64 for K={args.K} V={args.V} in {time.time() - t0:.0f} s: "
+              f"{len(off)} off", flush=True)
 
 
 if __name__ == "__main__":

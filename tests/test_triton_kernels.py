@@ -139,6 +139,24 @@ def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first(
     assert pin.launched["chunk_o_fwd_kernel"] == [pin.seen["chunk_o_fwd_kernel"][-1]]
 
 
+def test_configs_named_off_fp64_are_left_out_of_the_launch(monkeypatch):
+    """tuning.EXCLUDE_ENV (what `deltamup sweep --warm-kernels` sets for configs its check found off fp64): the
+    launcher skips the named candidate (on a CPU it takes the first left) and the result is unchanged; where every
+    candidate of a pass is named, it keeps the first."""
+    from deltamup.kernels.triton import tuning
+
+    first, second = tuning.OUT_CONFIGS[:2]
+    monkeypatch.setenv(tuning.EXCLUDE_ENV, f"chunk_o_fwd_kernel@{tuning.config_text(first)}")
+    monkeypatch.setattr(tuning, "_chosen", {})
+    x = make_inputs(1, 70, 1, 64, 64, "random")
+    assert_close(run(chunk_gated_delta_rule_triton, x, torch.float32, True, True),
+                 run(recurrent_gated_delta_rule, x, torch.float64, True, True), 1e-4)
+    assert [cfg for key, cfg in tuning._chosen.items() if key[0] == "chunk_o_fwd_kernel"] == [second]
+    assert [cfg for key, cfg in tuning._chosen.items() if key[0] == "chunk_dv_local_bwd_kernel"] == [first]
+    monkeypatch.setenv(tuning.EXCLUDE_ENV, ";".join(f"p@{tuning.config_text(c)}" for c in (first, second)))
+    assert tuning.allowed("p", [first, second]) == [first] and tuning.allowed("q", [first, second]) == [first, second]
+
+
 def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(capsys):
     """`deltamup kernels check` for one pass: a row per candidate with its error against fp64 (small: the interpreter
     computes every config the same), and exit 1 when an error reaches the tolerance (here 1e-12)."""

@@ -1,4 +1,5 @@
 """`deltamup sweep --warm-kernels`: the head shapes a spec trains with, and nothing to do without a GPU."""
+import os
 from pathlib import Path
 
 import torch
@@ -21,3 +22,16 @@ def test_nothing_to_compile_without_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     warm_kernels(specs.load(SPEC, ["task=sample", "widths=[256]"]))
     assert "nothing to compile" in capsys.readouterr().out
+
+
+def test_configs_off_fp64_are_named_for_the_trials_and_kept_with_earlier_ones(monkeypatch, capsys):
+    """What --warm-kernels does with the configs its check found off fp64: named in tuning.EXCLUDE_ENV (which the
+    sweep's Ray processes inherit), added to what the variable already named, and said in one line."""
+    from deltamup.cli.sweep import exclude
+    from deltamup.kernels.triton.tuning import EXCLUDE_ENV
+
+    monkeypatch.setenv(EXCLUDE_ENV, "chunk_o_fwd_kernel@warps=2,stages=2")
+    exclude(["chunk_wu_aqk_fwd_kernel@warps=4,stages=2"])
+    assert os.environ[EXCLUDE_ENV] == "chunk_o_fwd_kernel@warps=2,stages=2;chunk_wu_aqk_fwd_kernel@warps=4,stages=2"
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "chunk_wu_aqk_fwd_kernel@warps=4,stages=2" in out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from deltamup.kernels.warm import Shape, warm_shapes
@@ -24,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warm-kernels", action="store_true",
                    help="first compile the Triton kernels for the spec's head shapes, one process per shape, so that "
                         "the trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton "
-                        "or auto kernel backend; with compile: true the sweep's compile warm-up does this too)")
+                        "or auto kernel backend; with compile: true the sweep's compile warm-up does this too), and "
+                        "check every candidate config there against fp64: those off it are left out of the trials' "
+                        "autotuning")
     p.set_defaults(run=run)
 
 
@@ -53,13 +56,28 @@ def kernel_shapes(spec: specs.SweepSpec) -> set[Shape]:
 
 
 def warm_kernels(spec: specs.SweepSpec) -> None:
-    """Compiles the Triton kernels for every head shape of the spec (nothing to do without a GPU or with the
-    torch/recurrent backends); a shape that fails to compile is reported and left to the trials."""
+    """Compiles the Triton kernels for every head shape of the spec and checks each candidate config there against
+    fp64 (nothing to do without a GPU or with the torch/recurrent backends). A shape that fails to compile is reported
+    and left to the trials; the configs off fp64 are left out of the trials' autotuning (tuning.EXCLUDE_ENV, set here
+    for the processes of the Ray instance this sweep starts)."""
     import torch
 
     if not torch.cuda.is_available() or spec.model_config(spec.widths[0]).kernel_backend not in ("auto", "triton"):
         print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
         return
-    failed = warm_shapes(kernel_shapes(spec))
+    failed, off = warm_shapes(kernel_shapes(spec))
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
+    if off:
+        exclude(off)
+
+
+def exclude(off: list[str]) -> None:
+    """Keeps the trials' launchers from the configs `off` ("pass@config"), through the environment the sweep's Ray
+    processes inherit, and says so."""
+    from deltamup.kernels.triton.tuning import EXCLUDE_ENV
+
+    before = [e for e in os.environ.get(EXCLUDE_ENV, "").split(";") if e]
+    os.environ[EXCLUDE_ENV] = ";".join(sorted(set(before + off)))
+    print(f"--warm-kernels: {len(off)} kernel config(s) off fp64 on this GPU, left out of the trials' autotuning: "
+          f"{', '.join(off)} ({EXCLUDE_ENV}; with --address, set it on the cluster's nodes too)")
