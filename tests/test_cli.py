@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import torch
 
 from deltamup.cli import main
 
@@ -47,6 +48,8 @@ def test_python_dash_m_entry_point():
     (["kernels", "check", "--kernel", "nope"], "no pass named 'nope'"),
     (["kernels", "check", "--tolerance", "-1"], "--tolerance -1: must be positive"),
     (["kernels", "check", "--head-dims", "64"], None),  # not KxV: argparse, exit 2
+    pytest.param(["kernels", "check", "--dtype", "bf16"], "needs a GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="refused only without a GPU")),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path / "out")) for a in argv]

@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--head-dims", type=head_dims, nargs="+", default=[(64, 128), (128, 256), (192, 384)],
                    metavar="KxV", help="head dims (default: the model's at widths 512, 1024, 1536)")
     c.add_argument("--dtype", choices=sorted(DTYPES), default=None,
-                   help="input dtype (default: bf16 on a GPU, fp32 on a CPU)")
+                   help="input dtype (default: bf16 on a GPU, fp32 on a CPU, where bf16 is refused: the interpreter "
+                        "mis-computes bf16 dots)")
     c.add_argument("--kernel", default=None, help="only this pass's candidates (e.g. chunk_wu_aqk_fwd_kernel)")
     c.add_argument("--shape", type=shape, default=(2, 300, 2), metavar="B,T,H")
     c.add_argument("--tolerance", type=float, default=None, help="fail at this relative error or above "
@@ -68,6 +69,9 @@ def run_check(args: argparse.Namespace) -> int:
         raise ValueError(f"no pass named {args.kernel!r}; the passes: {', '.join(selfcheck.PASSES)}")
     if args.tolerance is not None and not args.tolerance > 0:
         raise ValueError(f"--tolerance {args.tolerance:g}: must be positive")
+    if args.dtype == "bf16" and not cuda:
+        raise ValueError("--dtype bf16 needs a GPU: Triton's CPU interpreter mis-computes bf16 dots (off by ~1e22); "
+                         "use fp16 or fp32 here")
     dtype = DTYPES[args.dtype] if args.dtype else (torch.bfloat16 if cuda else torch.float32)
     tolerance = args.tolerance if args.tolerance is not None else selfcheck.TOLERANCE[dtype]
     if not cuda:
