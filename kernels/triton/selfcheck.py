@@ -37,16 +37,17 @@ class Result:
 
 
 def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
-          kernel: str | None = None, device: str | None = None, seed: int = 6) -> list[Result]:
+          kernel: str | None = None, device: str | None = None, seed: int = 6, states: bool = True) -> list[Result]:
     """Each candidate of each pass (or only of `kernel`) at head dims K, V, inputs of `dtype`, (B, T, H) = shape
-    (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2], an initial state."""
+    (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2]; with `states`, an initial state and
+    the final one too (the model trains without either: states False checks the kernels it compiles)."""
     if kernel is not None and kernel not in PASSES:
         raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     x = random_inputs(*shape, K, V, "random", seed, device)
-    want = outputs(recurrent_gated_delta_rule, x, torch.float64)
+    want = outputs(recurrent_gated_delta_rule, x, torch.float64, states, states)
     with tuning.pinned() as pin:  # which passes launch, and their candidates
-        outputs(chunk_gated_delta_rule_triton, x, dtype)
+        outputs(chunk_gated_delta_rule_triton, x, dtype, states, states)
     names = [kernel] if kernel is not None else list(pin.seen)
     if kernel is not None and kernel not in pin.seen:
         raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
@@ -55,7 +56,7 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
         for i, config in enumerate(pin.seen[name]):
             try:
                 with tuning.pinned(name, i):
-                    errors = rel_errors(outputs(chunk_gated_delta_rule_triton, x, dtype), want)
+                    errors = rel_errors(outputs(chunk_gated_delta_rule_triton, x, dtype, states, states), want)
             except OutOfResources as e:
                 results.append(Result(name, i, tuning.config_text(config), math.inf, f"does not fit: {e}"))
                 continue
