@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from deltamup.kernels.warm import Shape, warm_shapes
@@ -73,11 +72,9 @@ def warm_kernels(spec: specs.SweepSpec) -> None:
 
 
 def exclude(off: list[str]) -> None:
-    """Keeps the trials' launchers from the configs `off` ("pass@config"), through the environment the sweep's Ray
-    processes inherit, and says so."""
-    from deltamup.kernels.triton.tuning import EXCLUDE_ENV
+    """Keeps the trials' launchers from the configs `off` ("pass@config": tuning.exclude) and says so."""
+    from deltamup.kernels.triton import tuning
 
-    before = [e for e in os.environ.get(EXCLUDE_ENV, "").split(";") if e]
-    os.environ[EXCLUDE_ENV] = ";".join(sorted(set(before + off)))
+    tuning.exclude(off)
     print(f"--warm-kernels: {len(off)} kernel config(s) off fp64 on this GPU, left out of the trials' autotuning: "
-          f"{', '.join(off)} ({EXCLUDE_ENV}; with --address, set it on the cluster's nodes too)")
+          f"{', '.join(off)} ({tuning.EXCLUDE_ENV}; with --address, set it on the cluster's nodes too)")

@@ -131,6 +131,13 @@ def allowed(name: str, configs: Sequence[dict[str, int]]) -> Sequence[dict[str, 
     return kept or configs[:1]
 
 
+def exclude(entries: Sequence[str]) -> None:
+    """Adds "pass@config" `entries` to EXCLUDE_ENV in this process's environment, which the processes it starts
+    (a sweep's local Ray instance) inherit."""
+    before = [e for e in os.environ.get(EXCLUDE_ENV, "").split(";") if e]
+    os.environ[EXCLUDE_ENV] = ";".join(sorted(set(before) | set(entries)))
+
+
 @dataclass
 class Pin:
     """While active (`pinned`): the pass named `kernel` launches its candidate `index` (its last where it has fewer),

@@ -2,8 +2,9 @@
 
 The forward's `chunk_kkt_solve_fwd_kernel` builds A = strict_lower(β K Kᵀ ⊙ D) [64, 64] per chunk and inverts I + A
 (kernels/triton/solve.py): first the four 16×16 diagonal blocks by forward substitution, then the rest in four
-[64, 64] products. The substitution's 15 sequential steps are where the kernel's time goes (its time hardly depends
-on K). Forms of that substitution:
+[64, 64] products. On the whole tile, the substitution's 15 sequential steps were where the kernel's time went (its
+time hardly depended on K); how much they take in the stacked form is what the cuts below measure. Forms of that
+substitution:
 - `dense`: on the whole [64, 64] tile, all four blocks at once, one row a step (4096 elements a step);
 - `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work; the product's);
 - `rows`: as `blocks`, but each step loads row i of every block from A, stored to memory first (as fla's solve
