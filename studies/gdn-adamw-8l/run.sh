@@ -16,7 +16,8 @@
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
 #       long   4× the steps (4800, 78.6M tokens a trial) at widths 256 and 1024, SP and GDN-µP at each one's
 #              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
-#              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens
+#              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
+#              4x optimum is one of the outer two LRs, one more LR beyond it
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -63,6 +64,12 @@ for PART in "$@"; do
           echo "4x steps: $P at width $W around 2^$e"
           sweep_to "${DIR%/}-4x" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
             --set "parametrizations=[$P]" --set "lrs=$(lrs $((e - 1)) "$e" $((e + 1)))" --set 'seeds=[0]'
+          f=$(python3 studies/optima.py "${DIR%/}-4x" seed0 "$W" "$P" "$e")
+          if [ "$f" != "$e" ]; then  # the 4x optimum fell on an edge of the three: one octave beyond it
+            x=$((f > e ? f + 1 : f - 1)); echo "4x steps: $P at width $W, edge 2^$x"
+            sweep_to "${DIR%/}-4x" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
+              --set "parametrizations=[$P]" --set "lrs=$(lrs "$x")" --set 'seeds=[0]'
+          fi
         done
       done ;;
     *) echo "unknown part $PART (base, wide, edge, w2048, mech, long)" >&2; exit 2 ;;
