@@ -46,17 +46,17 @@ def warm(K: int, V: int, householder: int = 1, gated: bool = True) -> None:
     torch.cuda.synchronize()
 
 
-def check(K: int, V: int) -> list[str]:
+def check(K: int, V: int) -> tuple[list[str], int]:
     """The "pass@config" of every candidate off fp64 at these head dims on the current GPU (B 2, T 300, H 6, bf16,
-    no initial or final state: the kernels the trials compile), each printed with its error."""
+    no initial or final state: the kernels the trials compile), each printed with its error; and how many do not
+    fit the GPU's shared memory (the launcher skips those)."""
     from .triton import selfcheck
 
-    off = []
-    for r in selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False):
-        if not r.error < selfcheck.TOLERANCE[torch.bfloat16]:
-            print(f"off fp64 at K={K} V={V}: {r.kernel} {r.config}: {r.worst} {r.error:.1e}", flush=True)
-            off.append(f"{r.kernel}@{r.config}")
-    return off
+    results = selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False)
+    off = [r for r in results if r.off(selfcheck.TOLERANCE[torch.bfloat16])]
+    for r in off:
+        print(f"off fp64 at K={K} V={V}: {r.kernel} {r.config}: {r.worst} {r.error:.1e}", flush=True)
+    return [f"{r.kernel}@{r.config}" for r in off], sum(not r.fits for r in results)
 
 
 def warm_shapes(shapes: Iterable[Shape]) -> tuple[int, list[str]]:
@@ -90,10 +90,11 @@ def main() -> None:
     print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
     if args.off_fp64 is not None:
         t0 = time.time()
-        off = check(args.K, args.V)
+        off, unfit = check(args.K, args.V)
         args.off_fp64.write_text(json.dumps(off))
         print(f"kernel configs checked against fp64 for K={args.K} V={args.V} in {time.time() - t0:.0f} s: "
-              f"{len(off)} off", flush=True)
+              f"{len(off)} off" + (f", {unfit} do not fit the shared memory (never launched)" if unfit else ""),
+              flush=True)
 
 
 if __name__ == "__main__":

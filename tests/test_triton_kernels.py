@@ -117,7 +117,7 @@ def test_every_candidate_config_is_correct(K, V):
     config can compile to wrong results where another is right (tuning.py)."""
     from deltamup.kernels.triton import selfcheck
 
-    wrong = [r for r in selfcheck.check(K, V, torch.bfloat16) if not r.error < 1e-2]
+    wrong = [r for r in selfcheck.check(K, V, torch.bfloat16) if r.off(1e-2)]
     assert not wrong, "configs off fp64: " + "; ".join(f"{r.kernel} {r.config}: {r.worst} {r.error:.2e}"
                                                        for r in wrong)
 
@@ -169,6 +169,30 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     assert [(r[2], r[3], r[4]) for r in rows] == [("chunk_o_fwd_kernel", str(i), tuning.config_text(c))
                                                   for i, c in enumerate(tuning.OUT_CONFIGS)]
     assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
+
+
+def test_kernels_check_passes_a_config_that_does_not_fit(monkeypatch, capsys):
+    """A candidate that overflows the GPU's shared memory is never launched (launch skips it): `deltamup kernels
+    check` says so in its row and its summary and does not fail for it (sweep --warm-kernels does not exclude it)."""
+    from triton.runtime.errors import OutOfResources
+
+    from deltamup.cli import main
+    from deltamup.kernels.triton import tuning
+
+    launch_pinned = tuning._launch_pinned
+
+    def overflow_candidate_1(pin, name, configs, fallbacks, run):
+        if name == pin.kernel == "chunk_o_fwd_kernel" and pin.index == 1:
+            raise OutOfResources(296_460, 232_448, "shared memory")
+        launch_pinned(pin, name, configs, fallbacks, run)
+
+    monkeypatch.setattr(tuning, "_launch_pinned", overflow_candidate_1)
+    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line.split(None, 7) for line in out.splitlines() if line.startswith("64 ")]
+    assert [(r[3], r[5], r[7].strip()) for r in rows] == [("0", rows[0][5], "yes"), ("1", "–", "does not fit")]
+    assert "1 of 2 configs within 0.0001 of fp64" in out and "1 do not fit" in out
 
 
 def test_launch_falls_back_only_when_no_candidate_fits(monkeypatch):

@@ -76,14 +76,16 @@ def run_check(args: argparse.Namespace) -> int:
     tolerance = args.tolerance if args.tolerance is not None else selfcheck.TOLERANCE[dtype]
     if not cuda:
         print("no GPU: Triton's interpreter ignores warps and stages, so this checks the kernels, not the configs")
-    rows, failed = [], 0
+    rows, failed, unfit = [], 0, 0
     for K, V in args.head_dims:
         for r in selfcheck.check(K, V, dtype, args.shape, args.kernel):
-            ok = r.error < tolerance
-            failed += not ok
+            failed += r.off(tolerance)
+            unfit += not r.fits
+            ok = "NO" if r.off(tolerance) else "yes" if r.fits else "does not fit"
             rows.append({"K": K, "V": V, "kernel": r.kernel, "candidate": r.candidate, "config": r.config,
-                         "max rel. error": f"{r.error:.1e}", "worst": r.worst, "ok": "yes" if ok else "NO"})
+                         "max rel. error": f"{r.error:.1e}" if r.fits else "–", "worst": r.worst, "ok": ok})
     print_table(rows)
-    print(f"{len(rows) - failed} of {len(rows)} configs within {tolerance:g} of fp64 "
-          f"({str(dtype).removeprefix('torch.')} inputs, B,T,H = {','.join(map(str, args.shape))})")
+    print(f"{len(rows) - failed - unfit} of {len(rows)} configs within {tolerance:g} of fp64 "
+          f"({str(dtype).removeprefix('torch.')} inputs, B,T,H = {','.join(map(str, args.shape))})"
+          + (f"; {unfit} do not fit this GPU's shared memory (the launcher skips them)" if unfit else ""))
     return 1 if failed else 0

@@ -27,13 +27,21 @@ PASSES = tuple(name for module in (chunk_fwd, chunk_bwd) for name, f in vars(mod
 
 @dataclass(frozen=True)
 class Result:
-    """One pass run with one of its candidates: the largest relative error over the outputs and which output it is
-    (error inf and why, when the config did not fit the shared memory)."""
+    """One pass run with one of its candidates: the largest relative error over the outputs and which output it is.
+    A config that does not fit this GPU's shared memory has no error (nan): the launcher never runs it."""
     kernel: str
     candidate: int
     config: str
     error: float
     worst: str
+
+    @property
+    def fits(self) -> bool:
+        return not math.isnan(self.error)
+
+    def off(self, tolerance: float) -> bool:
+        """Runs and is at or above `tolerance` of fp64 (a config that does not fit is never launched: not off)."""
+        return self.fits and not self.error < tolerance
 
 
 def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
@@ -57,8 +65,8 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
             try:
                 with tuning.pinned(name, i):
                     errors = rel_errors(outputs(chunk_gated_delta_rule_triton, x, dtype, states, states), want)
-            except OutOfResources as e:
-                results.append(Result(name, i, tuning.config_text(config), math.inf, f"does not fit: {e}"))
+            except OutOfResources:
+                results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
                 continue
             worst = max(errors, key=errors.get)
             results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
