@@ -1,7 +1,10 @@
 """`deltamup report` and `deltamup export` on the synthetic sweep of tests/test_analysis.py."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,13 +21,22 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sweep(tmp_path_factory.mktemp("cli") / "sweep")
 
 
-def test_report_prints_optima_and_where_the_page_is(sweep: Path, tmp_path: Path, capsys) -> None:
-    assert main(["report", str(sweep), "--out", str(tmp_path / "rep")]) == 0
-    out = capsys.readouterr().out
-    assert f"report: {tmp_path / 'rep' / 'index.html'}" in out
+@pytest.fixture(scope="module")
+def report(sweep: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One `deltamup report` of the synthetic sweep (its folder and what it printed); the overview tests copy the
+    folder under the names they need."""
+    folder = tmp_path_factory.mktemp("report") / "rep"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(["report", str(sweep), "--out", str(folder)]) == 0
+    return folder, printed.getvalue()
+
+
+def test_report_prints_optima_and_where_the_page_is(report: tuple[Path, str]) -> None:
+    folder, out = report
+    assert f"report: {folder / 'index.html'}" in out
     assert "incomplete: 1 of 216 grid trials have no result yet" in out
     assert "1 optima lie on the LR grid's edge" in out
-    assert (tmp_path / "rep" / "index.html").is_file()
+    assert (folder / "index.html").is_file()
 
 
 def test_report_of_a_non_sweep_fails_with_one_line(tmp_path: Path, capsys) -> None:
@@ -109,12 +121,11 @@ def test_export_bad_input(sweep: Path, tmp_path: Path, capsys, args: list[str], 
     assert not out.exists()
 
 
-def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys) -> None:
+def test_overview_puts_studies_side_by_side(report: tuple[Path, str], tmp_path: Path, capsys) -> None:
     """Two report folders of the synthetic sweep (the second as an 'sgd' study): µP transfers, spread 0.00; SP's
     bound and its base LR not carrying; a cost row per study; the Markdown written to --out as printed."""
     for name in ("study-a", "study-b"):
-        assert main(["report", str(sweep), "--out", str(tmp_path / name)]) == 0
-    capsys.readouterr()
+        shutil.copytree(report[0], tmp_path / name)
     out = tmp_path / "overview.md"
     assert main(["overview", str(tmp_path / "study-a"), str(tmp_path / "study-b"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -127,16 +138,14 @@ def test_overview_puts_studies_side_by_side(sweep: Path, tmp_path: Path, capsys)
     assert rows["study-a"].startswith("| study-a | 0 | 0 |")  # trials.parquet only: no engine records, no runs
 
 
-def test_overview_names_a_report_folder_after_its_study(sweep: Path, tmp_path: Path, capsys) -> None:
+def test_overview_names_a_report_folder_after_its_study(report: tuple[Path, str], tmp_path: Path, capsys) -> None:
     """A folder called `report` (deltamup report's default, studies/<name>/report) is named after the one above."""
-    assert main(["report", str(sweep), "--out", str(tmp_path / "gdn-adamw" / "report")]) == 0
-    capsys.readouterr()
+    shutil.copytree(report[0], tmp_path / "gdn-adamw" / "report")
     assert main(["overview", str(tmp_path / "gdn-adamw" / "report")]) == 0
     text = capsys.readouterr().out
     assert "| parametrization | gdn-adamw: verdict, slope [90%]; spread (octaves) |" in text
     assert "\n| gdn-adamw | 0 | 0 |" in text
-    assert main(["report", str(sweep), "--out", str(tmp_path / "gdn-adamw" / "report-wide")]) == 0
-    capsys.readouterr()
+    shutil.copytree(report[0], tmp_path / "gdn-adamw" / "report-wide")
     assert main(["overview", str(tmp_path / "gdn-adamw" / "report-wide")]) == 0  # report-<what>: "<study> (<what>)"
     assert "| parametrization | gdn-adamw (wide): verdict" in capsys.readouterr().out
 
