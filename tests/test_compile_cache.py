@@ -101,15 +101,19 @@ def test_the_record_and_the_summary_carry_the_time_before_the_first_step(tmp_pat
     assert "width 16 20% (mean 2.0 s), width 32 25% (mean 5.0 s)" in printed
 
 
-def test_keep_sh_leaves_the_compile_cache_out(tmp_path):
+def test_keep_sh_leaves_the_compile_cache_out_or_tars_it_apart(tmp_path):
     import subprocess
     import tarfile
 
     sweep = tmp_path / "sweep"
-    for name in ("results/a.json", "compile-cache/inductor/fxgraph/x", "spec.yaml"):
+    for name in ("results/a.json", "compile-cache/inductor/fxgraph/x", "compile-cache/triton/k/k.cubin", "spec.yaml"):
         (sweep / name).parent.mkdir(parents=True, exist_ok=True)
         (sweep / name).write_text("{}")
-    subprocess.run(["bash", str(Path(__file__).parents[1] / "maintainers/gpu/keep.sh"), str(sweep),
-                    str(tmp_path / "sweep.tgz")], check=True)
+    keep = ["bash", str(Path(__file__).parents[1] / "maintainers/gpu/keep.sh"), str(sweep), str(tmp_path / "sweep.tgz")]
+    subprocess.run(keep, check=True)
     names = tarfile.open(tmp_path / "sweep.tgz").getnames()
     assert "./results/a.json" in names and not any("compile-cache" in n for n in names)
+    assert not (tmp_path / "cache.tgz").exists()
+    subprocess.run(keep + [str(tmp_path / "cache.tgz")], check=True)
+    cache = sorted(m.name for m in tarfile.open(tmp_path / "cache.tgz").getmembers() if m.isfile())
+    assert cache == ["./inductor/fxgraph/x", "./triton/k/k.cubin"]  # what SWEEP_DIR/compile-cache/ holds
