@@ -79,9 +79,10 @@ def run_check(args: argparse.Namespace) -> int:
     rows, failed, unfit = [], 0, 0
     for K, V in args.head_dims:
         for r in selfcheck.check(K, V, dtype, args.shape, args.kernel):
-            failed += r.off(tolerance)
+            off = r.off(tolerance)
+            failed += off
             unfit += not r.fits
-            ok = "NO" if r.off(tolerance) else "yes" if r.fits else "does not fit"
+            ok = "NO" if off else "yes" if r.fits else "does not fit"
             rows.append({"K": K, "V": V, "kernel": r.kernel, "candidate": r.candidate, "config": r.config,
                          "max rel. error": f"{r.error:.1e}" if r.fits else "–", "worst": r.worst, "ok": ok})
     print_table(rows)
