@@ -46,14 +46,14 @@ class PermutationGroup:
         return torch.tensor([[idx[compose(a, b)] for b in self.elements] for a in self.elements])
 
     def running_product(self, words: Tensor) -> Tensor:
-        """words [B, T] element indices -> [B, T]: the product of each prefix x_1·…·x_t."""
-        out = torch.empty_like(words)
-        acc = words[:, 0]
-        out[:, 0] = acc
+        """words [B, T] element indices -> [B, T]: the product of each prefix x_1·…·x_t, as a scan that doubles its
+        span each step (log₂ T table lookups over the whole batch; the product is associative)."""
+        out = words.clone()
         table = self.table.to(words.device)
-        for t in range(1, words.shape[1]):
-            acc = table[acc, words[:, t]]
-            out[:, t] = acc
+        span = 1
+        while span < out.shape[1]:
+            out[:, span:] = table[out[:, :-span], out[:, span:]]  # (x_{t-2s+1}…x_{t-s})·(x_{t-s+1}…x_t)
+            span *= 2
         return out
 
 
