@@ -16,8 +16,8 @@ On a GPU, closer to the paper (length-128 words, evaluation to 512, the paper's 
 per variant), --jobs runs at a time (default 3) as processes sharing the GPU, over as many time-limited invocations
 as it takes: rerun the same command until it skips 24 of 24 runs.
 
-    timeout 500 python3 studies/s3/s3_householder.py --device cuda --seeds 8 --seq-len 128 --test-length 512 \
-        --width 384 --heads 12 --lr 1e-3 --batch-size 256 --steps 8000 \
+    timeout -k 20 -s TERM 530 python3 studies/s3/s3_householder.py --device cuda --seeds 8 --seq-len 128 \
+        --test-length 512 --width 384 --heads 12 --lr 1e-3 --batch-size 256 --steps 8000 --compile --jobs 3 \
         --out studies/s3/s3_gpu.txt --checkpoint-dir /tmp/s3-ckpt
 
 --out FILE: each run appends its result line to FILE as it ends (the line printed on stdout, which solved.py reads),
@@ -267,8 +267,9 @@ def parser() -> Parser:
                    help="each run saves itself to DIR/<variant>-seed<N>.pt and continues from it when rerun")
     p.add_argument("--checkpoint-every", type=int, default=500, help="steps between a run's checkpoints")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile each run's step (one graph around the kernels: fewer host launches, which is "
-                        "what bounds this one-layer model on a GPU; the warm-up fills the on-disk caches the runs share)")
+                   help="torch.compile each run's step (one graph around the kernels: fewer host launches, which "
+                        "is what bounds this one-layer model on a GPU; the warm-up fills the on-disk caches the runs "
+                        "share)")
     p.add_argument("--time-steps", type=int, default=None, metavar="K",
                    help="first time K steps of each variant alone here and project the study's wall time")
     return p

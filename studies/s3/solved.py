@@ -2,9 +2,10 @@
 n_h = 2, β ∈ [0, 2] against each other variant (one-sided: does it solve more often?).
 
     python3 studies/s3/solved.py studies/s3/s3_householder.txt studies/s3/s3_householder_seeds3-7.txt
+    python3 studies/s3/solved.py --length 512 studies/s3/s3_gpu.txt      # the GPU runs, solved at 4x their length
 
-A seed counts once (the first file that has it); solved means seq_acc at the training length > 0.9, as in
-s3_householder.py's summary.
+A seed counts once (the first file that has it); solved means seq_acc > 0.9 at --length (the training length by
+default, as in s3_householder.py's summary; a longer one asks whether the solution extrapolates).
 """
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ def main() -> None:
     args = p.parse_args()
     runs = read(args.files)
     solved = {label: sum(r[f"seq_acc@{args.length}"] > 0.9 for r in seeds.values()) for label, seeds in runs.items()}
-    print(f"{'variant':<16} seeds  solved  seeds solved")
+    print(f"{'variant':<16} seeds  mean acc@{args.length}  solved  seeds solved")
     for label, seeds in sorted(runs.items()):
         which = ",".join(str(s) for s, r in sorted(seeds.items()) if r[f"seq_acc@{args.length}"] > 0.9) or "-"
-        print(f"{label:<16} {len(seeds):>5}  {solved[label]:>6}  {which}")
+        mean = sum(r[f"acc@{args.length}"] for r in seeds.values()) / len(seeds)
+        print(f"{label:<16} {len(seeds):>5}  {mean:>{len(f'mean acc@{args.length}')}.3f}  {solved[label]:>6}  {which}")
     if CLAIM not in runs:
         return
     n = len(runs[CLAIM])
