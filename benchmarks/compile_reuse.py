@@ -1,6 +1,8 @@
 """What a compiled trial's first step costs with and without torch.compile's caches (docs/sweeps-compile.md): the
-cases a sweep's trials meet, each a TrainConfig(compile=True) run of a few steps with its first_step_seconds (loop
-start to the end of step 0, synced: compile + autotune + one step) and its compile-cache lookups.
+cases a sweep's trials meet, each a compiled run of a few steps (TrainConfig(compile=True), the whole model one
+graph, or with --compile blocks TrainConfig(compile="blocks"), one graph shared by the blocks) with its
+first_step_seconds (loop start to the end of step 0, synced: compile + autotune + one step) and its compile-cache
+lookups.
 
     cold            a new process, an empty cache folder (what every trial paid before the compile warm-up)
     cold, 2nd graph the same process, then a model with other forward multipliers (SP instead of GDN-µP): a compile
@@ -12,9 +14,11 @@ start to the end of step 0, synced: compile + autotune + one step) and its compi
 
     python3 benchmarks/compile_reuse.py --out benchmarks/compile-reuse-gpu.md       # GPU: the 8-layer study's shape
     python3 benchmarks/compile_reuse.py --preset tiny                               # CPU: 1 layer, width 32
+    python3 benchmarks/compile_reuse.py --preset tiny-8l --compile blocks           # CPU: 8 layers, by block
 
 Presets: study (default on a GPU): gdn, width 256, 8 layers, 6 heads, batch 16 × 1024, bf16, the Triton kernels;
-tiny (default on a CPU): width 32, 1 layer, 2 heads, batch 2 × 32, the torch chunk kernel. The cache folder is a new
+tiny (default on a CPU): width 32, 1 layer, 2 heads, batch 2 × 32, the torch chunk kernel; tiny-8l: tiny with
+8 layers. The cache folder is a new
 temporary one (--cache DIR to keep it).
 """
 from __future__ import annotations
@@ -37,7 +41,9 @@ from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.train import TrainConfig, train
 
 PRESETS = {"study": dict(width=256, depth=8, heads=6, batch_size=16, seq_len=1024),
-           "tiny": dict(width=32, depth=1, heads=2, batch_size=2, seq_len=32)}
+           "tiny": dict(width=32, depth=1, heads=2, batch_size=2, seq_len=32),
+           "tiny-8l": dict(width=32, depth=8, heads=2, batch_size=2, seq_len=32)}
+MODES = {"model": True, "blocks": "blocks"}  # --compile: TrainConfig.compile
 # (label, parametrization, seed, lr) per run: the child processes' cases, in order
 COLD = [("cold", "gdn-mup", 0, 1e-3), ("cold, 2nd graph", "sp", 0, 1e-3)]
 WARM = [("warm", "gdn-mup", 0, 1e-3), ("same process", "gdn-mup", 1, 2e-3),
@@ -45,7 +51,7 @@ WARM = [("warm", "gdn-mup", 0, 1e-3), ("same process", "gdn-mup", 1, 2e-3),
 COLUMNS = ["case", "first_step_seconds", "then s/step", "fx_hit", "fx_miss", "aot_hit", "aot_miss", "aot_bypass"]
 
 
-def run_case(preset: dict, parametrization: str, seed: int, lr: float, steps: int) -> dict:
+def run_case(preset: dict, parametrization: str, seed: int, lr: float, steps: int, mode: str) -> dict:
     """One compiled run in this process: its first_step_seconds, later steps' mean and cache lookups."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     config = ModelConfig(kind="gdn", width=preset["width"], depth=preset["depth"], heads=preset["heads"],
@@ -55,7 +61,7 @@ def run_case(preset: dict, parametrization: str, seed: int, lr: float, steps: in
     shape = (preset["batch_size"], preset["seq_len"] + 1)
     batches = ((t[:, :-1], t[:, 1:]) for t in iter(lambda: torch.randint(0, config.vocab_size, shape,
                                                                           generator=generator), None))
-    result = train(model, parametrization, TrainConfig(lr=lr, steps=steps, log_every=steps, compile=True),
+    result = train(model, parametrization, TrainConfig(lr=lr, steps=steps, log_every=steps, compile=MODES[mode]),
                    batches, device=device)
     return {"first_step_seconds": result.first_step_seconds,
             "then s/step": (result.seconds - result.first_step_seconds) / (steps - 1), **result.compile_cache}
@@ -66,7 +72,7 @@ def child(args: argparse.Namespace) -> None:
     use_cache(args.cache)
     torch.set_num_threads(args.threads)
     for label, parametrization, seed, lr in (COLD if args.child == "cold" else WARM):
-        row = run_case(PRESETS[args.preset], parametrization, seed, lr, args.steps)
+        row = run_case(PRESETS[args.preset], parametrization, seed, lr, args.steps, args.compile)
         print(json.dumps({"case": label, **row}), flush=True)
 
 
@@ -74,6 +80,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=sorted(PRESETS), help="model and batch (default: study on a GPU, else tiny)")
     p.add_argument("--steps", type=int, default=5, help="steps per case (≥ 2)")
+    p.add_argument("--compile", choices=sorted(MODES), default="model",
+                   help="what one graph is: the whole model (compile: true) or a block (compile: blocks)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (a sweep trial's: resources.cpu)")
     p.add_argument("--cache", help="the cache folder (default: a new temporary one)")
     p.add_argument("--out", help="also write the table as markdown here")
@@ -88,7 +96,7 @@ def main() -> None:
     rows = []
     for which in ("cold", "warm"):
         cmd = [sys.executable, __file__, "--child", which, "--preset", args.preset, "--steps", str(args.steps),
-               "--threads", str(args.threads), "--cache", str(cache)]
+               "--threads", str(args.threads), "--cache", str(cache), "--compile", args.compile]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for row in rows[-(len(COLD) if which == "cold" else len(WARM)):]:
@@ -97,7 +105,8 @@ def main() -> None:
     device = f"{torch.cuda.get_device_name()}, {cpu}" if torch.cuda.is_available() else cpu
     lines = ["# torch.compile reuse: a compiled trial's first step, cold, warm on disk and in the same process", "",
              f"Measured {time.strftime('%Y-%m-%d')} on {device}; Python {platform.python_version()}, torch "
-             f"{torch.__version__}; preset {args.preset} {PRESETS[args.preset]}, {args.steps} steps a case, "
+             f"{torch.__version__}; preset {args.preset} {PRESETS[args.preset]}, compile {args.compile}, "
+             f"{args.steps} steps a case, "
              f"{args.threads} torch thread(s). Command:",
              "", f"    python3 benchmarks/compile_reuse.py {' '.join(sys.argv[1:])}".rstrip(), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]

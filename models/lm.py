@@ -24,7 +24,7 @@ class Block(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.mixer(self.mixer_norm(x))
         y = self.mlp(self.mlp_norm(x))
-        tap(f"{self.name}.mlp_out", y)
+        tap("mlp_out", y, self)
         return x + y
 
 

@@ -60,19 +60,19 @@ class DeltaMixer(nn.Module):
         if self.gated:
             alpha_pre = self.a_proj(x)
             g = -self.A_log.float().exp() * F.softplus(alpha_pre.float() + self.dt_bias)
-            tap(f"{self.name}.alpha_pre", alpha_pre)
-        tap(f"{self.name}.beta_pre", beta_pre)
-        tap(f"{self.name}.q", q)
-        tap(f"{self.name}.k", k)
-        tap(f"{self.name}.v", v)
+            tap("alpha_pre", alpha_pre, self)
+        tap("beta_pre", beta_pre, self)
+        tap("q", q, self)
+        tap("k", k, self)
+        tap("v", v, self)
         o, state = kernels.chunk_gated_delta_product(
             q, k, v, g, beta.to(q.dtype), num_householder=n, output_final_state=recording(),
             backend=self.kernel_backend)
         if state is not None:
-            tap(f"{self.name}.state", state)
+            tap("state", state, self)
         o = o * self.multipliers.readout
-        tap(f"{self.name}.readout", o)
+        tap("readout", o, self)
         gate = F.silu(self.g_proj(x)).view(B, T, H, dv)
         y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.multipliers.mixer_output
-        tap(f"{self.name}.mixer_out", y)
+        tap("mixer_out", y, self)
         return y

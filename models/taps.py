@@ -30,12 +30,14 @@ class Recorder:
         self.tensors[key] = x.detach().float().clone()
 
 
-def tap(name: str, x: Tensor) -> None:
+def tap(name: str, x: Tensor, owner: object | None = None) -> None:
+    """Records x as `name`, or as `owner.name + "." + name` (a block's or mixer's probes). The owner's name is read
+    only while recording: a compiled graph never depends on it, so every block of a model shares one."""
     if torch.compiler.is_compiling():
         return
     recorder = _active.get()
     if recorder is not None:
-        recorder.record(name, x)
+        recorder.record(name if owner is None else f"{owner.name}.{name}", x)
 
 
 def recording() -> bool:

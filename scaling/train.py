@@ -20,6 +20,8 @@ from .compile_cache import cache_counts, counts_since
 from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not supervised)
 from .data_parallel import Ranks
 
+COMPILE_MODES = (False, True, "blocks")  # TrainConfig.compile
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -38,7 +40,8 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True               # autocast to bf16 on CUDA (ignored on CPU)
     log_every: int = 10             # losses are synced to the host (and checked for divergence) this often
-    compile: bool = False           # torch.compile model + cross-entropy as one graph (the Triton kernels stay opaque)
+    compile: bool | str = False     # True: model + cross-entropy as one graph; "blocks": each block (one graph
+                                    # shared by all) and the cross-entropy apart (compile_blocks); Triton kernels opaque
 
     def __post_init__(self) -> None:
         parametrizations.check_optimizer(self.optimizer)
@@ -50,6 +53,8 @@ class TrainConfig:
             raise ValueError(f"eps must not be negative, got {self.eps}")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"unknown compile mode {self.compile!r}; choose false, true (the whole model) or blocks")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,22 +87,56 @@ def token_loss(model: nn.Module, batch: Batch) -> Tensor:
     output with .logits (Hugging Face's CausalLMOutput)."""
     inputs, targets = batch
     logits = model(inputs)
-    logits = getattr(logits, "logits", logits)
+    return logits_loss(getattr(logits, "logits", logits), targets)
+
+
+def logits_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy (fp32) of logits [B, T, vocab] against targets [B, T] (-100: not supervised)."""
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
 
 
+def compile_blocks(model: nn.Module, **options) -> None:
+    """Compiles each block of deltamup's model in place (torch's regional compilation), once per block. The blocks of
+    one model share a graph, so a cold compile traces and generates one block's code instead of the whole depth's;
+    what crosses the blocks (the residual stream) is no longer fused across them. lm_loss (evaluation) runs them
+    eagerly."""
+    blocks = getattr(getattr(model, "module", model), "blocks", None)  # DDP keeps the model as .module
+    if not isinstance(blocks, nn.ModuleList):
+        raise ValueError(f"compile: blocks needs deltamup's model (blocks), not {type(model).__name__}")
+    for block in blocks:
+        if block._compiled_call_impl is None:
+            block.compile(dynamic=False, **options)
+
+
 def lm_loss(model: nn.Module, batch: Batch, bf16: bool = True) -> Tensor:
-    """token_loss in bf16 autocast on CUDA when bf16 (fp32 elsewhere)."""
-    with precision(batch[0].device.type, bf16):
+    """token_loss in bf16 autocast on CUDA when bf16 (fp32 elsewhere), eager: blocks compiled in place
+    (compile_blocks) run uncompiled here, so evaluation and probes compile nothing."""
+    with precision(batch[0].device.type, bf16), torch.compiler.set_stance("force_eager"):
         return token_loss(model, batch)
+
+
+def blocks_loss() -> Callable[[nn.Module, Batch], Tensor]:
+    """token_loss with the model's blocks compiled (compile_blocks) and the cross-entropy compiled apart."""
+    cross_entropy = torch.compile(logits_loss, dynamic=False)
+
+    @torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)
+    def loss(model: nn.Module, batch: Batch) -> Tensor:
+        compile_blocks(model)
+        inputs, targets = batch
+        logits = model(inputs)
+        return cross_entropy(getattr(logits, "logits", logits), targets)
+    return loss
 
 
 def loss_function(config: TrainConfig) -> Callable[[nn.Module, Batch], Tensor]:
     """(model, batch) -> mean next-token loss at this config's precision. With config.compile token_loss is compiled
-    (static shapes: one graph per model shape and forward multipliers, whatever the process compiled before) and
-    autocast stays outside the graph, which keeps it in AOTAutograd's cache (docs/sweeps-compile.md)."""
+    (static shapes: one graph per model shape and forward multipliers, whatever the process compiled before; with
+    "blocks" one per block shape and multipliers, and the cross-entropy's) and autocast stays outside the graph,
+    which keeps it in AOTAutograd's cache (docs/sweeps-compile.md)."""
     step = token_loss
-    if config.compile:
+    if config.compile == "blocks":
+        step = blocks_loss()
+    elif config.compile:
         step = torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)(torch.compile(token_loss, dynamic=False))
 
     def loss(model: nn.Module, batch: Batch) -> Tensor:
@@ -181,6 +220,8 @@ def train(model: nn.Module, parametrization: str, config: TrainConfig, batches: 
     device = torch.device(device) if device is not None else next(model.parameters()).device
     torch.manual_seed(config.seed)  # any randomness inside training (the model and data have their own seeds)
     loss_fn, stepped = loss_function(config), model
+    if config.compile == "blocks":  # here, not at the first step: a model without blocks fails before any work
+        compile_blocks(model)
     if ranks is not None:
         loss_fn, stepped = ranks.loss(loss_fn), ranks.wrap(model, device)
     optimizer = make_optimizer(model, parametrization, config)  # after the wrap: FSDP replaces the parameters

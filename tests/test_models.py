@@ -146,3 +146,42 @@ def test_compiled_loss_matches_eager_and_skips_probes():
     assert torch.allclose(compiled, eager, rtol=1e-5)
     for p, g in zip(model.parameters(), compiled_grads):
         assert torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6)
+
+
+def test_compiled_blocks_share_one_graph_and_match_eager():
+    """TrainConfig(compile="blocks"): every block of the model runs one traced graph (a block's name, used only by
+    its probes, is not a constant of it), with eager's loss and gradients; lm_loss (evaluation) stays eager.
+    Dynamo's own capture (its eager backend); Inductor's code generation is the whole-model test's above."""
+    from torch._dynamo.utils import counters
+
+    from deltamup.scaling.train import compile_blocks, lm_loss, token_loss
+
+    model = build_model(ModelConfig(width=32, depth=3, heads=2), "gdn-mup", seed=0)
+    batch = (torch.randint(0, 256, (2, 24)), torch.randint(0, 256, (2, 24)))
+    eager = lm_loss(model, batch)
+    eager.backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch._dynamo.reset()
+    counters.clear()
+    compile_blocks(model, backend="eager")
+    compiled = token_loss(model, batch)
+    compiled.backward()
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    with torch.no_grad():
+        assert torch.allclose(lm_loss(model, batch), eager, rtol=1e-5)  # evaluation: eager, compiles nothing
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    assert torch.allclose(compiled, eager, rtol=1e-5)
+    for p, g in zip(model.parameters(), eager_grads):
+        assert torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6)
+
+
+def test_compile_modes_are_checked_before_any_work():
+    from deltamup.scaling.data import get_task
+    from deltamup.scaling.train import TrainConfig, train
+
+    with pytest.raises(ValueError, match="unknown compile mode 'fast'"):
+        TrainConfig(compile="fast")
+    with pytest.raises(ValueError, match="compile: blocks needs deltamup's model"):
+        train(torch.nn.Linear(4, 4), "sp", TrainConfig(compile="blocks", steps=1),
+              get_task("sample").train_batches(2, 16, 0))

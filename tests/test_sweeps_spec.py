@@ -51,6 +51,7 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"failure": {"retries": -1}}, "'failure.retries'"),
     ({"search": "bayes"}, "'search'"),
     ({"schedule": "linear"}, "'<training>'"),
+    ({"compile": "fast"}, "'<training>'"),
     ({"eval": {"horizons": [0.5, 0.25, 1.0]}}, "'eval.horizons'"),
     ({"eval": {"horizons": [0.25, 0.5]}}, "'eval.horizons'"),
     ({"eval": {"horizons": [0.125, 1.0]}}, "'eval.horizons[0]'"),
@@ -93,6 +94,7 @@ def test_spec_parses_ranges_overrides_and_round_trips(tmp_path):
     assert spec.model["vocab_size"] == 256  # the task's vocabulary
     assert len(spec.grid()) == 2 * 2 * 5 and len({p.key for p in spec.grid()}) == 20
     assert specs.parse(spec.to_dict()) == spec
+    assert specs.parse({**VALID, "compile": "blocks"}).train_config(spec.grid()[0]).compile == "blocks"
     per_width = specs.parse({**VALID, "widths": [32, 64], "batch_size": 8, "resources": {
         "gpu": {32: 0.5, 64: 1}, "workers_per_trial": {64: 2}, "sharding": {64: "fsdp"}}})
     # the sweep directory's spec.yaml, read back on --resume: per-width keys stay widths
