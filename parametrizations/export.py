@@ -305,7 +305,7 @@ TUNED_FIELDS = {"lr", "init_std", "weight_decay"}
 # this layer: tests/test_mutations.py keeps the two in step) and build_optimizer's eps
 TRAIN_TYPES = {"schedule": str, "warmup_steps": int, "min_lr_ratio": float, "weight_decay": float,
                "grad_clip": float | None, "betas": tuple[float, float], "momentum": float, "nesterov": bool,
-               "bf16": bool, "log_every": int, "compile": bool, "eps": float}
+               "bf16": bool, "log_every": int, "compile": bool | str, "eps": float}
 
 
 def _role(doc: object, path: str) -> RoleExport:
