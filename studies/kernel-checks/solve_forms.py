@@ -8,7 +8,14 @@ substitution:
 - `dense`: on the whole [64, 64] tile, all four blocks at once, one row a step (4096 elements a step);
 - `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work; the product's);
 - `rows`: as `blocks`, but each step loads row i of every block from A, stored to memory first (as fla's solve
-  does), instead of taking it out of the register tile with a masked reduction over the whole stack.
+  does), instead of taking it out of the register tile with a masked reduction over the whole stack;
+- `squares`: no substitution: with N the four diagonal blocks (strictly lower, so N¹⁶ = 0),
+  (I + N)⁻¹ = (I − N)(I + N²)(I + N⁴)(I + N⁸), six [64, 64] products on the tensor cores (a block-diagonal product
+  stays block-diagonal; 64-wide dots, not the 16-wide ones Triton 3.6 miscompiles on Hopper), at the merge's
+  input precision; `squares3` the same at tf32x3 (three tf32 products a product: about fp32's accuracy);
+- `powers`: no blocks at all: (I + A)⁻¹ = (I − A)(I + A²)(I + A⁴)(I + A⁸)(I + A¹⁶)(I + A³²), ten [64, 64]
+  products and no merge (the powers of A may grow where the inverse does not: the error column says whether they
+  cancel well enough).
 Two cuts of the kernel, not solves, say where its time goes: `kkt` stores A as T (K Kᵀ, gates, β, the loads and
 stores, no inverse), `diag` stores the block-diagonal inverse D (the substitution, without the four merge products).
 Each form runs inside the same kernel (K Kᵀ, gates, β, the merge products, the store) at each warp count; the time
@@ -63,6 +70,32 @@ def _inv_diag_rows(a_rows, row_stride, t0, T, C: tl.constexpr):
 
 
 @triton.jit
+def _inv_diag_squares(a, C: tl.constexpr, MP: tl.constexpr):
+    """The `squares` form: the block-diagonal (I + N)⁻¹ of a's 16×16 diagonal blocks N as (I − N)(I + N²)(I + N⁴)
+    (I + N⁸), [C, C] products at input precision MP."""
+    r = tl.arange(0, C)
+    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    n = tl.where((r[:, None] // 16) == (r[None, :] // 16), a, 0.0)
+    n2 = tl.dot(n, n, input_precision=MP)
+    n4 = tl.dot(n2, n2, input_precision=MP)
+    y = tl.dot(tl.dot(eye - n, eye + n2, input_precision=MP), eye + n4, input_precision=MP)
+    return tl.dot(y, eye + tl.dot(n4, n4, input_precision=MP), input_precision=MP)
+
+
+@triton.jit
+def _inv_powers(a, C: tl.constexpr, MP: tl.constexpr):
+    """The `powers` form: (I + a)⁻¹ = (I − a)(I + a²)(I + a⁴)…(I + a^(C/2)) for strictly lower a (a^C = 0)."""
+    r = tl.arange(0, C)
+    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    p = tl.dot(a, a, input_precision=MP)
+    y = tl.dot(eye - a, eye + p, input_precision=MP)
+    for _ in tl.static_range(2, 6):  # a⁴ … a³² (C = 64)
+        p = tl.dot(p, p, input_precision=MP)
+        y = tl.dot(y, eye + p, input_precision=MP)
+    return y
+
+
+@triton.jit
 def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr,
                           BK: tl.constexpr, FORM: tl.constexpr, MP: tl.constexpr):
     """Grid (NT, B·H): A [B,T,H,C] fp32 and T = (I + A)⁻¹ [B,T,H,C] (T_out's dtype), g already cumulative."""
@@ -86,6 +119,12 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
     elif FORM == "rows":
         tl.debug_barrier()  # the program's other threads stored the rows it loads
         b_T = merge_blocks(b_a, _inv_diag_rows(A_out + tok * C, H * C, t0, T, C), C, MP)
+    elif FORM == "squares":
+        b_T = merge_blocks(b_a, _inv_diag_squares(b_a, C, MP), C, MP)
+    elif FORM == "squares3":
+        b_T = merge_blocks(b_a, _inv_diag_squares(b_a, C, "tf32x3"), C, MP)
+    elif FORM == "powers":
+        b_T = _inv_powers(b_a, C, MP)
     elif FORM == "kkt":
         b_T = b_a
     elif FORM == "diag":
@@ -146,7 +185,7 @@ def main() -> None:
     for dtype in dtypes:
         kk = k.to(device, dtype)
         gg, bb = g.reshape(B, T, H).to(device).contiguous(), beta.to(device)
-        for form in ("dense", "blocks", "rows", "kkt", "diag"):
+        for form in ("dense", "blocks", "rows", "squares", "squares3", "powers", "kkt", "diag"):
             for warps in ((1, 2, 4, 8) if cuda else (4,)):
                 try:
                     A, Tinv, call = run(form, warps, kk, gg, bb)
