@@ -23,6 +23,7 @@ is CUDA kernel time from the profiler. Error: max |T − T_ref| / max |T_ref| ag
 A, bf16 k, log-sigmoid gates, β ∈ [0, 2] (none for the two cuts).
 
     python3 studies/kernel-checks/solve_forms.py                 # on a GPU; TRITON_INTERPRET=1 on a CPU (small)
+    python3 studies/kernel-checks/solve_forms.py --forms blocks squares squares3 powers --bf16-only
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from deltamup.kernels.triton.solve import block_diag, inv_diag_blocks, merge_blo
 from deltamup.kernels.triton.utils import decay, mm, tile
 
 CUTS = ("kkt", "diag")  # parts of the kernel, timed to say where its time goes; not solves
+FORMS = ("dense", "blocks", "rows", "squares", "squares3", "powers") + CUTS
 
 
 @triton.jit
@@ -171,6 +173,8 @@ def gpu_ms(call: callable, reps: int = 50) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", type=int, nargs=4, default=None, metavar=("B", "T", "H", "K"))
+    p.add_argument("--forms", nargs="+", choices=FORMS, default=FORMS)
+    p.add_argument("--bf16-only", action="store_true", help="on a GPU, leave out the fp32 rows")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -179,13 +183,13 @@ def main() -> None:
     k = torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
     g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, generator=gen) + 3).view(B, T // 64, 64, H).cumsum(2)
     beta = 2 * torch.rand(B, T, H, generator=gen)
-    dtypes = (torch.bfloat16, torch.float32) if cuda else (torch.float32,)
+    dtypes = ((torch.bfloat16,) if args.bf16_only else (torch.bfloat16, torch.float32)) if cuda else (torch.float32,)
     print(f"B, T, H, K = {B}, {T}, {H}, {K}; {torch.cuda.get_device_name() if cuda else 'CPU (interpreter)'}")
     print("| form | dtype | warps | GPU ms | max rel. error vs fp64 |\n| --- | --- | --- | --- | --- |")
     for dtype in dtypes:
         kk = k.to(device, dtype)
         gg, bb = g.reshape(B, T, H).to(device).contiguous(), beta.to(device)
-        for form in ("dense", "blocks", "rows", "squares", "squares3", "powers", "kkt", "diag"):
+        for form in args.forms:
             for warps in ((1, 2, 4, 8) if cuda else (4,)):
                 try:
                     A, Tinv, call = run(form, warps, kk, gg, bb)
