@@ -130,8 +130,9 @@ def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str, nh: int = 1)
     return [t.to(device, dtype if i < 3 else torch.float32).contiguous() for i, t in enumerate(tensors)]
 
 
-def run(form: str, warps: int, q, k, v, g, beta, nh: int) -> tuple[dict[str, torch.Tensor], Callable[[], None]]:
-    """The form's outputs (as chunk_prepare's) and a call that recomputes them."""
+def run(form: str, warps: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+        beta: torch.Tensor, nh: int) -> tuple[dict[str, torch.Tensor], Callable[[], object]]:
+    """The form's outputs (as chunk_prepare's: G, Tinv, Aqk, w, u) and a call that recomputes them in place."""
     scale = q.shape[-1] ** -0.5
     if form == "kernels":
         def call() -> dict[str, torch.Tensor]:
