@@ -18,8 +18,7 @@ lookups.
 
 Presets: study (default on a GPU): gdn, width 256, 8 layers, 6 heads, batch 16 × 1024, bf16, the Triton kernels;
 tiny (default on a CPU): width 32, 1 layer, 2 heads, batch 2 × 32, the torch chunk kernel; tiny-8l: tiny with
-8 layers. The cache folder is a new
-temporary one (--cache DIR to keep it).
+8 layers. The cache folder is a new temporary one (--cache DIR to keep it).
 """
 from __future__ import annotations
 

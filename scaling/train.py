@@ -82,12 +82,13 @@ def precision(device_type: str, bf16: bool) -> AbstractContextManager:
     return nullcontext()
 
 
-def token_loss(model: nn.Module, batch: Batch) -> Tensor:
+def token_loss(model: nn.Module, batch: Batch, cross_entropy: Callable[[Tensor, Tensor], Tensor] | None = None
+               ) -> Tensor:
     """Mean next-token cross-entropy (fp32) at the ambient precision; the model returns logits [B, T, vocab] or an
-    output with .logits (Hugging Face's CausalLMOutput)."""
+    output with .logits (Hugging Face's CausalLMOutput). cross_entropy: logits_loss, or a compiled copy of it."""
     inputs, targets = batch
     logits = model(inputs)
-    return logits_loss(getattr(logits, "logits", logits), targets)
+    return (cross_entropy or logits_loss)(getattr(logits, "logits", logits), targets)
 
 
 def logits_loss(logits: Tensor, targets: Tensor) -> Tensor:
@@ -122,9 +123,7 @@ def blocks_loss() -> Callable[[nn.Module, Batch], Tensor]:
     @torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)
     def loss(model: nn.Module, batch: Batch) -> Tensor:
         compile_blocks(model)
-        inputs, targets = batch
-        logits = model(inputs)
-        return cross_entropy(getattr(logits, "logits", logits), targets)
+        return token_loss(model, batch, cross_entropy)
     return loss
 
 

@@ -30,6 +30,7 @@ from deltamup.kernels.triton.chunk_fwd import _wu_block, chunk_kkt_solve_fwd_ker
 from deltamup.kernels.triton.solve import solve_tril
 from deltamup.kernels.triton.tuning import chunk_matrix_dtype, is_narrow, parallel_tiles, precision, solve_precision
 from deltamup.kernels.triton.utils import CHUNK, decay, load_gates, mm, row_map, tile, tok_base
+from solve_forms import gpu_ms  # studies/kernel-checks/solve_forms.py, beside this script (its folder is on sys.path)
 
 GPU_SHAPES = ((8, 2048, 6, 32, 64), (8, 2048, 6, 64, 128), (8, 2048, 6, 96, 192), (8, 2048, 6, 128, 256),
               (8, 2048, 6, 192, 384), (4, 4096, 16, 128, 128))
@@ -102,7 +103,7 @@ def prepare_fused_kernel(
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_qk = tl.zeros([C, C], dtype=tl.float32)
-    for i_k in tl.static_range((K + BK - 1) // BK):
+    for i_k in tl.static_range((K + BK - 1) // BK):  # _aqk's loop, with K Kᵀ from the same loads of K
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
@@ -160,17 +161,6 @@ def run(form: str, warps: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                                               MP=solve_precision(prec), NH=nh, **common)
     call()
     return out, call
-
-
-def gpu_ms(call: Callable[[], object], reps: int = 50) -> float:
-    """Mean CUDA kernel time of one call, all its kernels summed (torch.profiler)."""
-    call()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            call()
-        torch.cuda.synchronize()
-    return sum(e.device_time_total for e in prof.key_averages()) / reps / 1e3
 
 
 def rel_error(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> float:
