@@ -53,7 +53,7 @@ def main() -> None:
         table = [[solved[CLAIM], n - solved[CLAIM]], [solved[label], len(seeds) - solved[label]]]
         _, p_value = fisher_exact(table, alternative="greater")
         print(f"{CLAIM} ({solved[CLAIM]}/{n}) vs {label} ({solved[label]}/{len(seeds)}): Fisher's exact test, "
-              f"one-sided p = {p_value:.3f}")
+              f"one-sided p = {p_value:.2g}")
 
 
 if __name__ == "__main__":
