@@ -1,8 +1,8 @@
 """Find the optimal learning rate of a sweep per (parametrization, optimizer, width), with a 90% interval, and judge
 whether it transfers across widths.
 
-A sweep directory holds spec.yaml, trials.parquet (one row per trial), curves.parquet (losses over steps) and,
-while the sweep engine writes it, results/ (one row per finished trial: read first, see sweeps/store.py).
+A sweep directory holds spec.yaml and results/ (one row per finished trial, the engine's source of truth: see
+sweeps/store.py), or only trials.parquet (one row per trial), its merge.
 
 Metric: the loss a table's optimum is found on, named in its `metric` column. The headline metric is `val_loss`
 when every finished, non-diverged trial of the sweep has one, else `smoothed_loss` (the EWM of the train loss at
@@ -108,13 +108,12 @@ TRIAL_SCHEMA = {name: DTYPES.get(next((a for a in typing.get_args(hint) if a is 
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep directory's contents: spec (spec.yaml as a dict), trials (trials.parquet), curves (may be None),
-    skipped (damaged result files in results/quarantine/ whose trial has no valid record)."""
+    """A sweep directory's contents: spec (spec.yaml as a dict), trials (one row per trial), skipped (damaged result
+    files in results/quarantine/ whose trial has no valid record)."""
 
     path: Path
     spec: dict
     trials: pl.DataFrame
-    curves: pl.DataFrame | None
     skipped: tuple[str, ...] = ()
 
 
@@ -125,7 +124,7 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"sweep directory {path} does not exist")
-    spec_file, trials_file, curves_file = path / "spec.yaml", path / "trials.parquet", path / "curves.parquet"
+    spec_file, trials_file = path / "spec.yaml", path / "trials.parquet"
     if not spec_file.is_file():
         raise ValueError(f"{path} is not a sweep directory: no spec.yaml")
     spec = yaml.safe_load(spec_file.read_text()) or {}
@@ -141,8 +140,7 @@ def load_sweep(path: str | Path) -> Sweep:
     missing = [c for c in GRID_KEYS if c not in trials.columns]
     if missing:
         raise ValueError(f"{trials_file} lacks the columns {', '.join(missing)}")
-    curves = pl.read_parquet(curves_file) if curves_file.is_file() else None
-    return Sweep(path, spec, with_hparams_label(trials), curves, tuple(store.skipped(path)))
+    return Sweep(path, spec, with_hparams_label(trials), tuple(store.skipped(path)))
 
 
 def with_hparams_label(trials: pl.DataFrame) -> pl.DataFrame:
@@ -156,7 +154,7 @@ def with_hparams_label(trials: pl.DataFrame) -> pl.DataFrame:
 
 
 def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
-    """The sweep as if its spec had only these widths (its trials, curves and grid); ValueError naming a width
+    """The sweep as if its spec had only these widths (its trials and grid); ValueError naming a width
     without a trial."""
     have = sorted(set(sweep.trials["width"].to_list()))
     absent = [w for w in widths if w not in have]
@@ -164,11 +162,8 @@ def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
         raise ValueError(f"no trials at width {absent[0]} in {sweep.path} (widths with trials: "
                          f"{', '.join(map(str, have)) or 'none'})")
     trials = sweep.trials.filter(pl.col("width").is_in(widths))
-    curves = sweep.curves
-    if curves is not None and "trial_id" in trials.columns:
-        curves = curves.filter(pl.col("trial_id").is_in(trials["trial_id"].to_list()))
     spec = {**sweep.spec, "widths": [w for w in sweep.spec.get("widths", widths) if w in widths]}
-    return dataclasses.replace(sweep, spec=spec, trials=trials, curves=curves)
+    return dataclasses.replace(sweep, spec=spec, trials=trials)
 
 
 def expand_grid(spec: dict) -> pl.DataFrame:
