@@ -17,11 +17,6 @@ class Scale:
     def __call__(self, m: float, d: float) -> float:
         return self.coef * m ** self.m_pow * d ** self.d_pow
 
-    @property
-    def width_exponent(self) -> float:
-        """How the value grows with width (m and d both ∝ width)."""
-        return self.m_pow + self.d_pow
-
     def __mul__(self, other: Scale | float) -> Scale:
         other = as_scale(other)
         return Scale(self.coef * other.coef, self.m_pow + other.m_pow, self.d_pow + other.d_pow)
