@@ -21,6 +21,7 @@ from .data import Batch  # inputs [B, T] int64, targets [B, T] int64 (-100: not 
 from .data_parallel import Ranks
 
 COMPILE_MODES = (False, True, "blocks")  # TrainConfig.compile
+SCHEDULES = ("cosine", "constant")  # TrainConfig.schedule
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class TrainConfig:
             raise ValueError("steps ≥ 1, warmup_steps ≥ 0 and log_every ≥ 1 are required")
         if not self.eps >= 0:
             raise ValueError(f"eps must not be negative, got {self.eps}")
-        if self.schedule not in ("cosine", "constant"):
+        if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
         if self.compile not in COMPILE_MODES:
             raise ValueError(f"unknown compile mode {self.compile!r}; choose false, true (the whole model) or blocks")

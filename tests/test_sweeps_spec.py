@@ -50,8 +50,9 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"resources": {"workers_per_trial": {64: 2}, "gpu": 0.5}}, "'resources.gpu'"),  # a worker is a whole GPU
     ({"failure": {"retries": -1}}, "'failure.retries'"),
     ({"search": "bayes"}, "'search'"),
-    ({"schedule": "linear"}, "'<training>'"),
-    ({"compile": "fast"}, "'<training>'"),
+    ({"schedule": "linear"}, "'schedule'"),
+    ({"compile": "fast"}, "'compile'"),
+    ({"compile": 1}, "'compile'"),
     ({"eval": {"horizons": [0.5, 0.25, 1.0]}}, "'eval.horizons'"),
     ({"eval": {"horizons": [0.25, 0.5]}}, "'eval.horizons'"),
     ({"eval": {"horizons": [0.125, 1.0]}}, "'eval.horizons[0]'"),
