@@ -186,6 +186,18 @@ GDN_MUP_SGDGATES = replace(
     expect={**GDN_MUP.expect,
             "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.gate_matrix"}})
 
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with the hidden matrices' SGD learning rate × 1/√m instead of µP's × 1 — the rule that holds the first
+# blocks' mixer outputs in the unclipped 100-step SGD check at widths 128–1024, three seeds, where GDN-µP's grow
+# 2–120× past width 512 (docs/theory.md item 3). AdamW is GDN-µP's. The hidden update's width slope then differs
+# from GDN-µP's under SGD and is not judged.
+GDN_MUP_SGDHIDDEN = replace(
+    GDN_MUP, name="gdn-mup-sgdhidden",
+    summary="GDN-µP with the hidden matrices' SGD learning rate × 1/√m (µP's: × 1); AdamW as GDN-µP.",
+    rules={**GDN_MUP.rules, Role.HIDDEN: replace(GDN_MUP.rules[Role.HIDDEN], lr={"adamw": 1 / m, "sgd": m**-0.5})},
+    expect={**GDN_MUP.expect,
+            "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.hidden"}})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
-                                                            GDN_MUP_SGDGATES)}
+                                                            GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN)}

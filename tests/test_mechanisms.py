@@ -131,16 +131,17 @@ def test_at_the_base_width_the_eps_and_gate_variants_train_as_gdn_mup_and_part_f
         assert max(abs(a - b) for a, b in zip(losses(variant, 128, "adamw"), wide)) > 1e-6, variant
 
 
-def test_sgdgates_moves_only_the_gate_matrices_sgd_learning_rate_by_one_over_sqrt_m():
-    """gdn-mup-sgdgates: W_α, W_β's SGD LR × 1/m where GDN-µP's is × 1/√m (so × 1/√m of GDN-µP's; ½ at m = 4);
-    every other group, and every AdamW group, as GDN-µP's."""
+@pytest.mark.parametrize("variant,role", [("gdn-mup-sgdgates", "gate_matrix"), ("gdn-mup-sgdhidden", "hidden")])
+def test_sgd_variant_moves_only_one_roles_sgd_learning_rate_by_one_over_sqrt_m(variant, role):
+    """gdn-mup-sgdgates: W_α, W_β's SGD LR × 1/m where GDN-µP's is × 1/√m; gdn-mup-sgdhidden: the hidden matrices'
+    × 1/√m where GDN-µP's is × 1. Either is × 1/√m of GDN-µP's for its role (½ at m = 4); every other group, and
+    every AdamW group, as GDN-µP's."""
     model = parametrizations.build_model(ModelConfig(width=128, **SMALL), "gdn-mup", seed=0)  # m = 4
     for optimizer in ("sgd", "adamw"):
         lrs = {name: {g["role"]: g["lr"] for g in parametrizations.build_optimizer(model, name, optimizer, 0.1)
                       .param_groups}
-               for name in ("gdn-mup", "gdn-mup-sgdgates")}
-        assert lrs["gdn-mup"].keys() == lrs["gdn-mup-sgdgates"].keys()
-        for role, lr in lrs["gdn-mup"].items():
-            ratio = lrs["gdn-mup-sgdgates"][role] / lr
-            expected = 0.5 if (optimizer, str(role)) == ("sgd", "gate_matrix") else 1.0
-            assert ratio == pytest.approx(expected), (optimizer, role)
+               for name in ("gdn-mup", variant)}
+        assert lrs["gdn-mup"].keys() == lrs[variant].keys()
+        for group_role, lr in lrs["gdn-mup"].items():
+            expected = 0.5 if (optimizer, str(group_role)) == ("sgd", role) else 1.0
+            assert lrs[variant][group_role] / lr == pytest.approx(expected), (optimizer, group_role)

@@ -4,7 +4,8 @@ Runs the CPU coordinate check for GDN-µP and for copies of its table with one r
 the probes concerned. A variant is a copy of the table, never an edit. Default: the 20-step check under SGD (widths
 128…1024, lr 0.03), Gated DeltaNet. With --long: the 100-step checks of studies/coord-checks/long (widths 128–512,
 cosine with 10 warm-up steps to 0.1 × the LR, probes every 10 steps; SGD at the SGD study's optimum 2^-5 without
-clipping, AdamW at 2^-9 with clipping 1.0 and weight decay 0.1). --model deltaproduct: DeltaProduct₂.
+clipping, AdamW at 2^-9 with clipping 1.0 and weight decay 0.1). --model deltaproduct: DeltaProduct₂; --widths and
+--seed: other widths (e.g. 128,256,512,1024) and another seed.
 
     python3 studies/coord-checks/rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
     python3 studies/coord-checks/rule_ablation.py --long gdn-mup "hidden LR x1/sqrt(m)" > long/sgd-rule-ablation.txt
@@ -35,8 +36,7 @@ VARIANTS = {
     "gate matrices LR x1/m": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
                                                          lr={"adamw": 1 / m, "sgd": 1 / m})},
     "embedding LR x1": {Role.EMBEDDING: RoleRule(init=BASE.rules[Role.EMBEDDING].init, lr={"adamw": 1, "sgd": 1})},
-    "hidden LR x1/sqrt(m)": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init, lr={"adamw": 1 / m,
-                                                                                       "sgd": m**-0.5})},
+    "hidden LR x1/sqrt(m)": {Role.HIDDEN: tables.GDN_MUP_SGDHIDDEN.rules[Role.HIDDEN]},  # gdn-mup-sgdhidden
     "gate matrices AdamW LR x m^-3/2": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
                                                                    lr={"adamw": m**-1.5, "sgd": m**-0.5})},
     "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
@@ -51,8 +51,11 @@ MODELS = {"gdn": ModelConfig(kind="gdn", depth=2), "deltaproduct": ModelConfig(k
                                                                                  householder=2)}
 
 
-def main(names: list[str], long: bool, optimizer: str, model: str) -> None:
-    settings = LONG[optimizer] if long else SHORT
+def main(names: list[str], long: bool, optimizer: str, model: str, widths: tuple[int, ...] | None = None,
+         seed: int = 0) -> None:
+    settings = dict(LONG[optimizer] if long else SHORT, seed=seed)
+    if widths:
+        settings["widths"] = widths
     shown = [10, 20, 50, 100] if long else [1, 4, 6, 8, 10, 15, 20]
     probes = PROBES + (["block0.v", "block0.state", "block1.mixer_out", "block0.mlp_out", "block1.mlp_out"]
                        if long else [])
@@ -74,7 +77,8 @@ def main(names: list[str], long: bool, optimizer: str, model: str) -> None:
             print(pivot.with_columns(pl.all().exclude("probe").round(2)))
         if long:
             loss = coords.filter((pl.col("probe") == "loss") & (pl.col("step") == settings["steps"])).sort("width")
-            print("probe-batch loss at t = 100 by width:", ", ".join(f"{v:.3f}" for v in loss["rms"]), flush=True)
+            print(f"probe-batch loss at t = {settings['steps']} by width:", ", ".join(f"{v:.3f}" for v in loss["rms"]),
+                  flush=True)
 
 
 if __name__ == "__main__":
@@ -83,8 +87,11 @@ if __name__ == "__main__":
     parser.add_argument("--long", action="store_true", help="the 100-step check at the study's LR and schedule")
     parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     parser.add_argument("--model", choices=tuple(MODELS), default="gdn")
+    parser.add_argument("--widths", type=lambda s: tuple(int(w) for w in s.split(",")), default=None,
+                        help="comma-separated widths instead of the check's (e.g. 128,256,512,1024)")
+    parser.add_argument("--seed", type=int, default=0, help="the models' init and the batches")
     args = parser.parse_args()
     names = args.variants or list(VARIANTS)
     if unknown := [n for n in names if n not in VARIANTS]:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    main(names, args.long, args.optimizer, args.model)
+    main(names, args.long, args.optimizer, args.model, args.widths, args.seed)

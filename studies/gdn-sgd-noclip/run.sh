@@ -8,6 +8,7 @@
 #       clip20  GDN-µP with a clipping threshold of 20 (does it bind?), seed 0, the whole grid, into DIR-clip20
 #               (the trial ids do not hold the threshold); each trial records its clipped_fraction
 #       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, the whole grid
+#       hidden  gdn-mup-sgdhidden (the hidden matrices' SGD LR × 1/√m instead of × 1), seed 0, the whole grid
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -20,6 +21,7 @@ for PART in "$@"; do
     edge) edges ;;
     clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
     gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set 'seeds=[0]' ;;
-    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates)" >&2; exit 2 ;;
+    hidden) sweep --set 'parametrizations=[gdn-mup-sgdhidden]' --set 'seeds=[0]' ;;
+    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden)" >&2; exit 2 ;;
   esac
 done
