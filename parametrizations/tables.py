@@ -187,10 +187,11 @@ GDN_MUP_SGDGATES = replace(
             "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.gate_matrix"}})
 
 # ---------------------------------------------------------------------------------------------------------------
-# GDN-µP with the hidden matrices' SGD learning rate × 1/√m instead of µP's × 1 — the rule that holds the first
-# blocks' mixer outputs in the unclipped 100-step SGD check at widths 128–1024, three seeds, where GDN-µP's grow
-# 2–120× past width 512 (docs/theory.md item 3). AdamW is GDN-µP's. The hidden update's width slope then differs
-# from GDN-µP's under SGD and is not judged.
+# GDN-µP with the hidden matrices' SGD learning rate × 1/√m instead of µP's × 1: the rule that holds the first
+# blocks' mixer outputs in the unclipped 100-step SGD check at 2^-5, widths 128–1024, three seeds, where GDN-µP's
+# grow 2–120× past width 512 (docs/theory.md item 3; at 2^-6 GDN-µP's stay in band to 2048, so an unclipped
+# transfer sweep decides between the two). AdamW is GDN-µP's. The hidden update's width slope then differs from
+# GDN-µP's under SGD and is not judged.
 GDN_MUP_SGDHIDDEN = replace(
     GDN_MUP, name="gdn-mup-sgdhidden",
     summary="GDN-µP with the hidden matrices' SGD learning rate × 1/√m (µP's: × 1); AdamW as GDN-µP.",
