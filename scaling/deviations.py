@@ -49,7 +49,7 @@ DOCUMENTED: tuple[Deviation, ...] = (
               "last block's MLP output change shrinks under AdamW (−0.3…−1.1 on the CPU); open"),
     Deviation("gdn-mup", "sgd", "block0.alpha_pre", 2, 2, 3, "block 0's W_α x grows under SGD (+0.13…+0.22); open"),
     Deviation("gdn-mup", "sgd", "block0.mixer_out", 5, None, 3,
-              "block 0's mixer output change grows under SGD from t ≈ 5; open"),
+              "block 0's mixer output change grows under SGD from t ≈ 5: an LR near the edge of stability; open"),
     Deviation("gdn-mup", "sgd", "block0.beta_pre", 1, 1, 3, "edge of the band (block 0's gates under SGD)"),
     Deviation("gdn-mup", "adamw", "block0.mixer_out", 2, 3, 4,
               "DeltaProduct₂'s mixer output grows ~d^0.15: the GDN-µP rules carried over are close, not exact",
