@@ -53,7 +53,7 @@ class TrainConfig:
         if not self.eps >= 0:
             raise ValueError(f"eps must not be negative, got {self.eps}")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose {' or '.join(SCHEDULES)}")
         if self.compile not in COMPILE_MODES:
             raise ValueError(f"unknown compile mode {self.compile!r}; choose false, true (the whole model) or blocks")
 

@@ -48,7 +48,7 @@ from deltamup.models import ModelConfig
 from deltamup.parametrizations.hparams import HPARAMS, check_hparam, label
 from deltamup.scaling.data import get_task
 from deltamup.scaling.data_parallel import SHARDINGS
-from deltamup.scaling.train import COMPILE_MODES, SCHEDULES, TrainConfig
+from deltamup.scaling.train import TrainConfig
 
 from .record import trial_id
 
@@ -506,11 +506,9 @@ def _check_train(spec: SweepSpec) -> None:
         raise SpecError("betas", f"must lie in [0, 1), got {list(spec.train['betas'])}")
     if spec.train.get("weight_decay", 0.0) < 0:
         raise SpecError("weight_decay", f"must not be negative, got {spec.train['weight_decay']}")
-    if spec.train.get("schedule", "cosine") not in SCHEDULES:
-        raise SpecError("schedule", f"expected one of {', '.join(SCHEDULES)}, got {spec.train['schedule']!r}")
-    compile_mode = spec.train.get("compile", False)
-    if compile_mode not in COMPILE_MODES:
-        raise SpecError("compile", f"expected false, true (the whole model) or blocks, got {compile_mode!r}")
+    for name in ("schedule", "compile"):  # TrainConfig's own check of each, named by its field
+        if name in spec.train:
+            _named(name, lambda field, value: TrainConfig(**{field: value}), name, spec.train[name])
     point = spec.grid()[0]
     _named("<training>", spec.train_config, point)
 
