@@ -3,11 +3,16 @@
     python3 studies/optima.py DIR optimum WIDTH PARAM DEFAULT   log2 of the best LR by mean val_loss over ≥ 3 seeds,
                                                                  among ≥ 3 such LRs; else DEFAULT
     python3 studies/optima.py DIR seed0 WIDTH PARAM DEFAULT     log2 of the best LR among seed 0's trials; else DEFAULT
-    python3 studies/optima.py DIR edges                         "width param log2(lr)" per (width, parametrization)
-                                                                 whose 3-seed optimum is its smallest or largest LR:
-                                                                 the LR one octave beyond it
+    python3 studies/optima.py DIR around "WIDTHS" "PARAMS" E0   one sweep's --set lines: seeds 1 and 2 at each
+                                                                 (width, param)'s seed-0 optimum e (E0 without one),
+                                                                 e/2 and 2e
+    python3 studies/optima.py DIR edges                         one sweep's --set lines: seeds 0–2 one octave beyond
+                                                                 each (width, param)'s 3-seed optimum that is its
+                                                                 smallest or largest LR (nothing: no such optimum)
 
-Only finished trials (`status: ok`) count; LRs are read as whole octaves (round(log2 lr)).
+The --set lines name the widths, parametrizations and LRs the sweep's axes need and the `only` cells that pick the
+points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
+stderr. Only finished trials (`status: ok`) count; LRs are read as whole octaves (round(log2 lr)).
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import json
 import math
 import statistics
 import sys
+
+Cell = tuple[int, str, list[int]]  # (width, parametrization, log2 of its LRs)
 
 
 def losses(out: str) -> dict[tuple[int, str], dict[int, dict[int, float]]]:
@@ -29,26 +36,53 @@ def losses(out: str) -> dict[tuple[int, str], dict[int, dict[int, float]]]:
     return by
 
 
+def sets(cells: list[Cell], seeds: list[int]) -> list[str]:
+    """The --set lines of one sweep over `cells` with `seeds` (none without cells)."""
+    if not cells:
+        return []
+    widths = sorted({w for w, _, _ in cells})
+    params = list(dict.fromkeys(p for _, p, _ in cells))
+    octaves = sorted({e for _, _, es in cells for e in es})
+    only = [{"widths": [w], "parametrizations": [p], "lrs": [2.0 ** e for e in es]} for w, p, es in cells]
+    return [f"widths={json.dumps(widths)}", f"parametrizations={json.dumps(params)}",
+            f"lrs={json.dumps([2.0 ** e for e in octaves])}", f"seeds={json.dumps(seeds)}",
+            f"only={json.dumps(only)}"]
+
+
 def main(argv: list[str]) -> None:
     out, mode = argv[0], argv[1]
     by = losses(out)
     three = {k: {e: statistics.mean(s.values()) for e, s in lrs.items() if len(s) >= 3} for k, lrs in by.items()}
+    seed0 = {k: {e: s[0] for e, s in lrs.items() if 0 in s} for k, lrs in by.items()}
     if mode in ("optimum", "seed0"):
         width, param, default = int(argv[2]), argv[3], argv[4]
         if mode == "optimum":
             means = three.get((width, param), {})
             print(min(means, key=means.get) if len(means) >= 3 else default)
         else:
-            seed0 = {e: s[0] for e, s in by.get((width, param), {}).items() if 0 in s}
-            print(min(seed0, key=seed0.get) if seed0 else default)
+            losses0 = seed0.get((width, param), {})
+            print(min(losses0, key=losses0.get) if losses0 else default)
+    elif mode == "around":
+        cells = []
+        for width in map(int, argv[2].split()):
+            for param in argv[3].split():
+                losses0 = seed0.get((width, param), {})
+                e = min(losses0, key=losses0.get) if losses0 else int(argv[4])
+                print(f"seeds 1-2: {param} at width {width} around its seed-0 optimum 2^{e}", file=sys.stderr)
+                cells.append((width, param, [e, e - 1, e + 1]))
+        print("\n".join(sets(cells, [1, 2])))
     elif mode == "edges":
+        cells = []
         for (width, param), means in sorted(three.items()):
-            if len(means) >= 3:
-                best = min(means, key=means.get)
-                if best in (min(means), max(means)):
-                    print(width, param, best - 1 if best == min(means) else best + 1)
+            best = min(means, key=means.get) if len(means) >= 3 else None
+            if best is not None and best in (min(means), max(means)):
+                beyond = best - 1 if best == min(means) else best + 1
+                print(f"edge: {param} at width {width}, 2^{beyond}", file=sys.stderr)
+                cells.append((width, param, [beyond]))
+        if cells:
+            print("\n".join(sets(cells, [0, 1, 2])))
     else:
-        raise SystemExit(f"optima.py: unknown mode {mode!r} (optimum, seed0, edges)")
+        raise SystemExit(f"optima.py: unknown mode {mode!r} (optimum, seed0, around, edges)")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 #   lrs E…                                the YAML list of 2^E for each E
 #   seeds_around "WIDTHS" "PARAMS" E0     seeds 1 and 2 at each one's seed-0 optimum e (E0 without one), e/2 and 2e
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
+# seeds_around and edges run every (width, parametrization) of theirs in one sweep (its `only` cells): one driver
+# run, its graphs compiled side by side and its trials packed together, instead of one run a group.
 sweep_to() {
   local out=$1; shift
   python3 -m deltamup sweep "$SPEC" --out "$out" --resume --warm-kernels --progress-every 60 \
@@ -13,20 +15,11 @@ sweep_to() {
 sweep() { sweep_to "$DIR" "$@"; }
 optima() { python3 studies/optima.py "$DIR" "$@"; }
 lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
-seeds_around() {
-  local W P e
-  for W in $1; do
-    for P in $2; do
-      e=$(optima seed0 "$W" "$P" "$3")
-      echo "seeds 1-2: $P at width $W around its seed-0 optimum 2^$e"
-      sweep --set "widths=[$W]" --set "parametrizations=[$P]" --set "lrs=$(lrs "$e" $((e - 1)) $((e + 1)))" \
-            --set 'seeds=[1, 2]'
-    done
-  done
+cells() {  # MODE ARGS…: one sweep over the `only` cells studies/optima.py MODE prints (none: no sweep)
+  local lines line args=()
+  lines=$(optima "$@")
+  while IFS= read -r line; do [ -n "$line" ] && args+=(--set "$line"); done <<< "$lines"
+  if [ ${#args[@]} -gt 0 ]; then sweep "${args[@]}"; fi
 }
-edges() {
-  optima edges | while read -r WIDTH PARAM E; do
-    echo "edge: $PARAM at width $WIDTH, 2^$E"
-    sweep --set "widths=[$WIDTH]" --set "parametrizations=[$PARAM]" --set "lrs=$(lrs "$E")" --set 'seeds=[0, 1, 2]'
-  done
-}
+seeds_around() { cells around "$1" "$2" "$3"; }
+edges() { cells edges; }

@@ -34,8 +34,8 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AIR_NEW_OUTPUT": "0",  # verbose
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every service bound to 127.0.0.1
                  "RAY_AUTH_MODE": "token"}  # token auth: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
 OBJECT_STORE_BYTES = 512 * 2**20  # trials pass only small dicts: no need for Ray's default 30% of RAM
-RESUMABLE_CHANGES = GRID_AXES + ("hparams", "name", "resources", "failure", "checkpoint", "search", "refine", "optuna",
-                                 "tracking", "max_concurrent", "limits")
+RESUMABLE_CHANGES = GRID_AXES + ("hparams", "only", "name", "resources", "failure", "checkpoint", "search", "refine",
+                                 "optuna", "tracking", "max_concurrent", "limits")
 
 
 def configure_ray_env(local: bool) -> None:
@@ -161,6 +161,17 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     if spec.search == "refine":
         print_refine_state(spec, out)
     return line
+
+
+def widths_to_run(spec: SweepSpec, out: Path) -> list[int]:
+    """The widths of the trials DIR still lacks (the grid's and the refinement's it asks for so far; every width with
+    Optuna, which picks its trials as it goes). Empty: a run would launch nothing."""
+    if spec.search == "optuna":
+        return sorted(spec.widths)
+    if not out.is_dir():
+        return sorted({p.width for p in spec.grid()})
+    done = store.finished_ids(out)
+    return sorted({p.width for p in spec.grid() if p.key not in done} | {p.width for p in missing_refine(spec, out)})
 
 
 def missing_refine(spec: SweepSpec, out: Path) -> list[TrialPoint]:

@@ -21,6 +21,7 @@
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
     hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams)
+    only: [{widths: [32], lrs: [1.0e-3]}, {widths: [64]}]      # optional: the grid's points in these cells only
     limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
 docs/sweeps.md describes every key with an example.
@@ -219,6 +220,7 @@ class SweepSpec:
     tracking: TrackingSpec = TrackingSpec()
     max_concurrent: int | None = None
     hparams: dict = field(default_factory=dict)   # name -> values: grid axes of parametrizations.hparams
+    only: tuple[dict, ...] = ()      # cells, each {axis: values} narrowing some GRID_AXES: the grid is their union
     limits: LimitSpec = LimitSpec()
 
     def model_config(self, width: int) -> ModelConfig:
@@ -229,17 +231,24 @@ class SweepSpec:
         return TrainConfig(optimizer=point.optimizer, lr=point.lr, steps=self.steps, seed=point.seed, **train)
 
     def grid(self) -> list[TrialPoint]:
+        """The product of the axes (parametrizations, optimizers, widths, lrs, seeds, hparams, in that nesting);
+        with `only`, the union of its cells' products, each cell's axes narrowed to the values it names (first
+        occurrence kept, in cell order)."""
         names = [k for k in HPARAMS if k in self.hparams]
         combos = [tuple(zip(names, values)) for values in itertools.product(*(self.hparams[k] for k in names))]
-        return [TrialPoint(p, o, w, lr, s, h) for p in self.parametrizations for o in self.optimizers
-                for w in self.widths for lr in self.lrs for s in self.seeds for h in combos]
+        points: dict[TrialPoint, None] = {}
+        for cell in self.only or ({},):
+            axes = [cell.get(axis, getattr(self, axis)) for axis in GRID_AXES]
+            points.update((TrialPoint(*values, h), None) for values in itertools.product(*axes) for h in combos)
+        return list(points)
 
     def to_dict(self) -> dict:
         """The spec as plain data (YAML-writable), train keys flat as in the file."""
         data = dataclasses.asdict(self)
         data.update(data.pop("train"))
-        if not data["hparams"]:
-            del data["hparams"]  # a spec without hparams axes reads as it did before they existed
+        for key in ("hparams", "only"):
+            if not data[key]:
+                del data[key]  # a spec without them reads as it did before they existed
         return _plain(data)
 
 
@@ -303,6 +312,8 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             values[key] = _lrs(value)
         elif key == "hparams":
             values[key] = _hparams(value)
+        elif key == "only":
+            values[key] = _only(value)
         elif key == "model":
             values[key] = _typed(value, dict, key)
         elif key == "task":
@@ -378,6 +389,7 @@ def _check(spec: SweepSpec) -> None:
     if spec.hparams and spec.search != "grid":
         raise SpecError("hparams", "hyperparameter axes are grid axes: refine and Optuna tune the learning rate "
                         "only (search: grid)")
+    _check_only(spec)
     if "weight_decay" in spec.hparams and "weight_decay" in spec.train:
         raise SpecError("weight_decay", "given both as a value and as an hparams axis: keep one")
     _check_model(spec)
@@ -580,6 +592,39 @@ def _lrs(value: Any) -> tuple[float, ...]:
         step = math.log(hi / lo) / (num - 1)
         return tuple(float(f"{lo * math.exp(i * step):.6g}") for i in range(num))
     return _typed(value, tuple[float, ...], "lrs")
+
+
+def _only(value: Any) -> tuple[dict[str, tuple], ...]:
+    """A list of cells, each a mapping of some GRID_AXES to lists (checked against the axes by _check_only)."""
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("only", f"expected a list of cells ({{widths: [...], lrs: [...], ...}}), got {value!r}")
+    hints = typing.get_type_hints(SweepSpec)
+    cells = []
+    for i, cell in enumerate(value):
+        if not isinstance(cell, dict) or not cell:
+            raise SpecError(f"only[{i}]", f"expected a mapping of grid axes to lists, got {cell!r}")
+        for axis in cell:
+            if axis not in GRID_AXES:
+                raise SpecError(f"only[{i}].{axis}", f"not a grid axis (known: {', '.join(GRID_AXES)})")
+        cells.append({axis: _typed(values, hints[axis], f"only[{i}].{axis}") for axis, values in cell.items()})
+    return tuple(cells)
+
+
+def _check_only(spec: SweepSpec) -> None:
+    """Each cell's values are distinct values of the spec's own axis (the cells select grid points, so that the
+    spec's axes still hold every width, LR, … that runs); Optuna's groups come from the whole axes, so no cells
+    with it."""
+    if spec.only and spec.search == "optuna":
+        raise SpecError("only", "cells select grid points; Optuna searches every (parametrization, optimizer, "
+                        "width) of the axes: use search: grid or refine")
+    for i, cell in enumerate(spec.only):
+        for axis, values in cell.items():
+            if not values or len(set(values)) != len(values):
+                raise SpecError(f"only[{i}].{axis}", f"needs distinct values, got {list(values)}")
+            outside = [v for v in values if v not in getattr(spec, axis)]
+            if outside:
+                raise SpecError(f"only[{i}].{axis}", f"{outside[0]!r} is not one of the spec's {axis} "
+                                f"{list(getattr(spec, axis))}: a cell selects points of the grid")
 
 
 def _hparams(value: Any) -> dict[str, tuple[float, ...]]:

@@ -1,14 +1,30 @@
 """The studies' run scripts: studies/optima.py picks the next part's learning rates from the trials a sweep
-directory holds, and every studies/*/run.sh parses and refuses an unknown part in one line."""
+directory holds, studies/parts.sh runs a part's groups as one sweep, and every studies/*/run.sh parses and refuses
+an unknown part in one line."""
 import json
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from deltamup.scaling.data.inputs import text_files
+from deltamup.scaling.data.prepare import prepare
+from deltamup.sweeps import spec as specs
+from deltamup.sweeps import store
+from deltamup.sweeps.runner import prepare_dir
+from deltamup.sweeps.trial import base_record, trial_config
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_SCRIPTS = sorted(ROOT.glob("studies/*/run.sh"))
+
+
+def sets(lines: str) -> dict:
+    """optima.py's --set lines (KEY=YAML), read back."""
+    return {key: yaml.safe_load(value) for key, value in (line.split("=", 1) for line in lines.splitlines())}
 
 
 def optima(out: Path, *args: str) -> str:
@@ -33,7 +49,14 @@ def test_optimum_seed0_and_edges(tmp_path: Path) -> None:
                             (-9, 2): 0.96, (-8, 2): 1.00, (-7, 2): 1.04})
     assert optima(tmp_path, "seed0", "256", "sp", "-5") == "-8"
     assert optima(tmp_path, "optimum", "256", "sp", "-5") == "-9"
-    assert optima(tmp_path, "edges") == "256 sp -10"
+    assert sets(optima(tmp_path, "edges")) == {
+        "widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -10], "seeds": [0, 1, 2],
+        "only": [{"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -10]}]}
+    # seeds 1 and 2 around seed 0's optimum 2^-8 at 256, around the default 2^-6 where nothing ran (512)
+    assert sets(optima(tmp_path, "around", "256 512", "sp", "-6")) == {
+        "widths": [256, 512], "parametrizations": ["sp"], "lrs": [2.0 ** e for e in range(-9, -4)], "seeds": [1, 2],
+        "only": [{"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -8, 2.0 ** -9, 2.0 ** -7]},
+                 {"widths": [512], "parametrizations": ["sp"], "lrs": [2.0 ** -6, 2.0 ** -7, 2.0 ** -5]}]}
     assert optima(tmp_path, "optimum", "512", "sp", "-5") == "-5"      # nothing at that width: the default
     assert optima(tmp_path, "seed0", "256", "gdn-mup", "-6") == "-6"
 
@@ -44,6 +67,39 @@ def test_unfinished_trials_and_too_few_seeds_do_not_count(tmp_path: Path) -> Non
     assert optima(tmp_path, "seed0", "256", "sp", "0") == "-8"        # the diverged 2^-6 is not an optimum
     assert optima(tmp_path, "optimum", "256", "sp", "-4") == "-4"     # no LR has 3 seeds yet
     assert optima(tmp_path, "edges") == ""
+
+
+def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> None:
+    """parts.sh's seeds_around through the real CLI on a sweep whose cells are all finished: one driver run, the
+    cells in its spec as run, no kernel warm-up and no trial launched."""
+    (tmp_path / "a.txt").write_text("Gated DeltaNet and DeltaProduct share one kernel. " * 200)
+    prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "task": {"name": "corpus"},
+        "widths": [32, 64], "lrs": [2.0 ** e for e in range(-9, -4)], "parametrizations": ["sp"],
+        "seeds": [0, 1, 2], "steps": 2, "seq_len": 16}))
+    spec = specs.load(spec_path, [f"task.path={tmp_path / 'corpus'}"])
+    out = tmp_path / "sweep"
+    out.mkdir()
+    prepare_dir(spec, out, resume=False)
+    for p in spec.grid():  # every point finished; seed 0's best LR: 2^-7 at width 32, 2^-6 at 64
+        best = -7 if p.width == 32 else -6
+        loss = 1 + abs(round(math.log2(p.lr)) - best) / 10
+        row = base_record(trial_config(spec, p, out, run=1)) | {"status": "ok", "val_loss": loss}
+        store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
+    script = (f"set -eu; DIR={out}; CORPUS={tmp_path / 'corpus'}; SPEC={spec_path}; source studies/parts.sh; "
+              "seeds_around '32 64' sp -9")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    runs = store.read_runs(out)
+    assert [r["launched"] for r in runs if "launched" in r] == [0]  # one driver run, nothing left to launch
+    assert "no trial left to run, nothing to compile" in result.stdout
+    as_run = store.read_spec(out)
+    assert as_run["seeds"] == [1, 2] and as_run["only"] == [
+        {"widths": [32], "parametrizations": ["sp"], "lrs": [2.0 ** -7, 2.0 ** -8, 2.0 ** -6]},
+        {"widths": [64], "parametrizations": ["sp"], "lrs": [2.0 ** -6, 2.0 ** -7, 2.0 ** -5]}]
 
 
 @pytest.mark.parametrize("script", RUN_SCRIPTS, ids=lambda p: p.parent.name)

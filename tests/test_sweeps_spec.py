@@ -1,6 +1,7 @@
 """Sweep specs, the sweep directory's resume checks and GPU packing: no Ray needed."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -14,7 +15,8 @@ from deltamup.cli import main
 from deltamup.models import ModelConfig
 from deltamup.sweeps import packing, store
 from deltamup.sweeps import spec as specs
-from deltamup.sweeps.runner import prepare_dir, run_sweep
+from deltamup.sweeps.runner import prepare_dir, run_sweep, widths_to_run
+from deltamup.sweeps.trial import base_record, trial_config
 
 ROOT = Path(__file__).resolve().parents[1]
 VALID = {"model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "widths": [32, 64],
@@ -68,6 +70,12 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"tracking": {"wandb": {"entity": "me"}}}, "'tracking.wandb.project'"),
     ({"tracking": {"tensorboard": {}}}, "'tracking.tensorboard'"),
     ({"warmup_steps": 4}, "'warmup_steps'"),
+    ({"only": {"widths": [32]}}, "'only'"),
+    ({"only": [{"depth": [2]}]}, "'only[0].depth'"),
+    ({"only": [{"widths": [32]}, {"widths": [48]}]}, "'only[1].widths'"),  # not one of the spec's widths
+    ({"only": [{"lrs": [2e-3]}]}, "'only[0].lrs'"),
+    ({"only": [{"seeds": []}]}, "'only[0].seeds'"),
+    ({"only": [{"widths": [32]}], "search": "optuna"}, "'only'"),
 ])
 def test_malformed_spec_fails_with_one_line_naming_the_field(tmp_path, capsys, change, field):
     out = tmp_path / "out"
@@ -102,6 +110,26 @@ def test_spec_parses_ranges_overrides_and_round_trips(tmp_path):
     assert specs.parse(yaml.safe_load(yaml.safe_dump(per_width.to_dict()))) == per_width
     with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
         specs.load(write(tmp_path, VALID), ["steps"])
+
+
+def test_only_cells_select_the_union_of_their_points_and_what_is_left_to_run(tmp_path):
+    spec = specs.parse({**VALID, "seeds": [0, 1], "only": [
+        {"widths": [32], "lrs": [1e-3]}, {"widths": [64], "seeds": [1]},
+        {"widths": [32], "lrs": [1e-3], "seeds": [0]}]})
+    points = [(p.width, p.lr, p.seed) for p in spec.grid()]
+    assert points == [(32, 1e-3, 0), (32, 1e-3, 1), (64, 1e-3, 1), (64, 1e-2, 1)]  # the third cell adds nothing
+    assert specs.parse(yaml.safe_load(yaml.safe_dump(spec.to_dict()))) == spec
+    assert "only" not in specs.parse(VALID).to_dict()  # a spec without cells reads as before they existed
+    out = tmp_path / "sweep"
+    assert widths_to_run(spec, out) == [32, 64]  # no directory yet: all of them
+    out.mkdir()
+    prepare_dir(spec, out, resume=False)
+    for point in spec.grid()[:2]:  # width 32 finished
+        row = base_record(trial_config(spec, point, out, run=1)) | {"status": "ok", "val_loss": 1.0}
+        assert store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
+    assert widths_to_run(spec, out) == [64]
+    assert widths_to_run(dataclasses.replace(spec, only=spec.only[:1]), out) == []
+    prepare_dir(specs.parse({**VALID, "only": [{"widths": [64]}]}), out, resume=True)  # cells may change on resume
 
 
 def test_sweep_dir_refuses_a_second_start_and_an_incomparable_resume(tmp_path):

@@ -12,16 +12,21 @@ SPEC = Path(__file__).resolve().parent.parent / "studies/gdn-adamw-8l/spec.yaml"
 
 def test_kernel_shapes_follow_the_model_at_every_width():
     spec = specs.load(SPEC, ["task=sample", "widths=[256, 1024, 1040]"])
-    assert kernel_shapes(spec) == {(32, 64, 1, True), (128, 256, 1, True), (130, 260, 1, True)}
+    assert kernel_shapes(spec, [256, 1024, 1040]) == {(32, 64, 1, True), (128, 256, 1, True), (130, 260, 1, True)}
+    assert kernel_shapes(spec, [1024]) == {(128, 256, 1, True)}
     product = specs.load(SPEC, ["task=sample", "widths=[256]", "model.kind=deltaproduct",
                                                             "model.householder=2"])
-    assert kernel_shapes(product) == {(32, 64, 2, True)}
+    assert kernel_shapes(product, [256]) == {(32, 64, 2, True)}
 
 
-def test_nothing_to_compile_without_a_gpu(capsys, monkeypatch):
+def test_nothing_to_compile_without_a_gpu_or_without_a_width_left(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    warm_kernels(specs.load(SPEC, ["task=sample", "widths=[256]"]))
-    assert "nothing to compile" in capsys.readouterr().out
+    spec = specs.load(SPEC, ["task=sample", "widths=[256]"])
+    warm_kernels(spec, [256])
+    assert "no GPU or no Triton backend here, nothing to compile" in capsys.readouterr().out
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    warm_kernels(spec, [])  # returns before it would touch the GPU it was told of
+    assert "no trial left to run, nothing to compile" in capsys.readouterr().out
 
 
 def test_configs_off_fp64_are_named_for_the_trials_and_kept_with_earlier_ones(monkeypatch, capsys):

@@ -8,7 +8,7 @@ from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
-from deltamup.sweeps.runner import run_sweep
+from deltamup.sweeps.runner import run_sweep, widths_to_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton "
                         "or auto kernel backend; with compile: true the sweep's compile warm-up does this too), and "
                         "check every candidate config there against fp64: those off it are left out of the trials' "
-                        "autotuning")
+                        "autotuning; only the widths left to run, nothing when none is")
     p.set_defaults(run=run)
 
 
@@ -42,29 +42,32 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
     if args.warm_kernels:
         use_cache(store.compile_cache_dir(out))  # the folder the trials' Triton cache is in (sweeps.trial)
-        warm_kernels(spec)
+        warm_kernels(spec, widths_to_run(spec, out))
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
               progress_every=args.progress_every)
     return 0
 
 
-def kernel_shapes(spec: specs.SweepSpec) -> set[Shape]:
-    """The (K, V, householder, gated) head shapes the spec's widths train with."""
-    configs = [spec.model_config(w) for w in spec.widths]
+def kernel_shapes(spec: specs.SweepSpec, widths: list[int]) -> set[Shape]:
+    """The (K, V, householder, gated) head shapes the spec trains with at `widths`."""
+    configs = [spec.model_config(w) for w in widths]
     return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
 
 
-def warm_kernels(spec: specs.SweepSpec) -> None:
-    """Compiles the Triton kernels for every head shape of the spec and checks each candidate config there against
-    fp64 (nothing to do without a GPU or with the torch/recurrent backends). A shape that fails to compile is reported
-    and left to the trials; the configs off fp64 are left out of the trials' autotuning (tuning.EXCLUDE_ENV, set here
-    for the processes of the Ray instance this sweep starts)."""
+def warm_kernels(spec: specs.SweepSpec, widths: list[int]) -> None:
+    """Compiles the Triton kernels for every head shape of the spec at `widths` (those left to run) and checks each
+    candidate config there against fp64 (nothing to do without widths, a GPU or the Triton backend). A shape that
+    fails to compile is reported and left to the trials; the configs off fp64 are left out of the trials'
+    autotuning (tuning.EXCLUDE_ENV, set here for the processes of the Ray instance this sweep starts)."""
     import torch
 
-    if not torch.cuda.is_available() or spec.model_config(spec.widths[0]).kernel_backend not in ("auto", "triton"):
+    if not widths:
+        print("--warm-kernels: no trial left to run, nothing to compile")
+        return
+    if not torch.cuda.is_available() or spec.model_config(widths[0]).kernel_backend not in ("auto", "triton"):
         print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
         return
-    failed, off = warm_shapes(kernel_shapes(spec))
+    failed, off = warm_shapes(kernel_shapes(spec, widths))
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
     if off:
