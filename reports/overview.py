@@ -6,7 +6,8 @@ and what each study cost.
 
 A study is named after the folder above its report folder when that is called `report` (`deltamup report`'s
 default, SWEEP_DIR/report, and the studies/<name>/report layout) or `report-<what>` (then "<name> (<what>)", e.g.
-a report restricted with --widths); else after the report folder itself.
+a report restricted with --widths); else after the report folder itself. A study's cost is listed once: a
+restricted report of a study already listed is the same sweep.
 """
 from __future__ import annotations
 
@@ -63,7 +64,12 @@ def overview_markdown(report_dirs: list[str | Path]) -> str:
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     lines += ["", "| study | trials | runs | wall | GPU time | tokens | tokens/s | GPU busy |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    listed: set[str] = set()
     for name, _, cost in studies:
+        study = name.split(" (")[0]
+        if study in listed:
+            continue  # a restricted report of a study above: the same sweep, the same cost
+        listed.add(study)
         c = cost.row(0, named=True)
         busy = "–" if c["gpu_busy"] is None else f"{c['gpu_busy']:.0f}%"
         rate = "–" if c["tokens_per_s"] is None else f"{c['tokens_per_s']:,.0f}"

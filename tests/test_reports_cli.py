@@ -148,6 +148,10 @@ def test_overview_names_a_report_folder_after_its_study(report: tuple[Path, str]
     shutil.copytree(report[0], tmp_path / "gdn-adamw" / "report-wide")
     assert main(["overview", str(tmp_path / "gdn-adamw" / "report-wide")]) == 0  # report-<what>: "<study> (<what>)"
     assert "| parametrization | gdn-adamw (wide): verdict" in capsys.readouterr().out
+    assert main(["overview", *(str(tmp_path / "gdn-adamw" / r) for r in ("report", "report-wide"))]) == 0
+    text = capsys.readouterr().out
+    assert "gdn-adamw (wide): verdict" in text
+    assert text.count("\n| gdn-adamw") == 1  # one sweep, one cost row
 
 
 def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
