@@ -17,7 +17,8 @@ class Multipliers:
     embedding: on the token embedding's output. readout: on o = scale·Sᵀq before the output (gated) RMSNorm —
     GDN-µP's √d. mixer_output: on the token mixer's output after W_o. logits: on the final logits.
     readout_eps: on the eps of that output RMSNorm (config.norm_eps × readout_eps). RMSNorm(c·o; eps) equals
-    RMSNorm(o; eps/c²), so readout c and readout_eps 1/c² are the same model (docs/theory.md)."""
+    RMSNorm(o; eps/c²), so readout c and readout_eps 1/c² are the same model (docs/theory.md). DeltaLM holds the
+    first four as 0-d buffers (graph inputs under torch.compile), readout_eps inside the norm's float eps."""
 
     embedding: float = 1.0
     readout: float = 1.0

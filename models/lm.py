@@ -34,6 +34,10 @@ class DeltaLM(nn.Module):
     def __init__(self, config: ModelConfig, multipliers: Multipliers = Multipliers()) -> None:
         super().__init__()
         self.config, self.multipliers = config, multipliers
+        # the factors as 0-d fp32 buffers, not Python floats: inputs of a compiled graph rather than constants in it,
+        # so that parametrizations differing only in them share one graph (sweeps/warmup.py)
+        self.register_buffer("embedding_mult", torch.tensor(float(multipliers.embedding)), persistent=False)
+        self.register_buffer("logits_mult", torch.tensor(float(multipliers.logits)), persistent=False)
         self.embedding = tagged(nn.Parameter(torch.empty(config.vocab_size, config.width)), Role.EMBEDDING)
         nn.init.normal_(self.embedding, std=0.02)
         self.blocks = nn.ModuleList(Block(config, multipliers, i) for i in range(config.depth))
@@ -41,12 +45,12 @@ class DeltaLM(nn.Module):
         self.readout = None if config.tie_embeddings else Linear(config.width, config.vocab_size, Role.READOUT)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        x = F.embedding(tokens, self.embedding) * self.multipliers.embedding
+        x = F.embedding(tokens, self.embedding) * self.embedding_mult
         tap("embed", x)
         for block in self.blocks:
             x = block(x)
         x = self.final_norm(x)
         weight = self.embedding if self.readout is None else self.readout.weight
-        logits = F.linear(x, weight) * self.multipliers.logits
+        logits = F.linear(x, weight) * self.logits_mult
         tap("logits", logits)
         return logits

@@ -30,7 +30,9 @@ class DeltaMixer(nn.Module):
         self.head_k_dim, self.head_v_dim = dk, dv
         self.allow_neg_eigval = config.allow_neg_eigval
         self.kernel_backend = config.kernel_backend
-        self.multipliers = multipliers
+        self.multipliers = multipliers  # readout and mixer_output as buffers, as in DeltaLM (graph inputs)
+        self.register_buffer("readout_mult", torch.tensor(float(multipliers.readout)), persistent=False)
+        self.register_buffer("mixer_output_mult", torch.tensor(float(multipliers.mixer_output)), persistent=False)
         self.q_proj = Linear(d, H * dk, Role.HIDDEN)
         self.k_proj = Linear(d, n * H * dk, Role.HIDDEN)
         self.v_proj = Linear(d, n * H * dv, Role.HIDDEN)
@@ -70,9 +72,9 @@ class DeltaMixer(nn.Module):
             backend=self.kernel_backend)
         if state is not None:
             tap("state", state, self)
-        o = o * self.multipliers.readout
+        o = o * self.readout_mult
         tap("readout", o, self)
         gate = F.silu(self.g_proj(x)).view(B, T, H, dv)
-        y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.multipliers.mixer_output
+        y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.mixer_output_mult
         tap("mixer_out", y, self)
         return y

@@ -5,7 +5,8 @@ code of each forward and backward graph), AOTAutograd's cache (the traced forwar
 autocast bypasses it, so scaling.train keeps autocast outside the compiled region) and Triton's cache (compiled GPU
 binaries: Inductor's kernels and deltamup's own). Dynamo's tracing is never cached on disk: a new process traces the
 model again, then finds its graphs. Within a process the compiled code stays in memory: another model of the same
-shape and forward multipliers runs it without compiling (docs/sweeps-compile.md).
+shape (whatever its forward multipliers, buffers that are inputs of the graph) runs it without compiling
+(docs/sweeps-compile.md).
 """
 from __future__ import annotations
 

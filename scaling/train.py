@@ -71,8 +71,9 @@ def lr_factor(step: int, config: TrainConfig) -> float:
     return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-# Graphs token_loss may hold in one process: one per model shape and forward multipliers (Ray reuses a trial's process
-# for the next trials). Past torch's default of 8 a new graph would silently run eagerly.
+# Graphs token_loss may hold in one process: one per model shape and norm eps (Ray reuses a trial's process for the
+# next trials; the forward multipliers are graph inputs). Past torch's default of 8 a new graph would silently run
+# eagerly.
 RECOMPILE_LIMIT = 256
 
 
@@ -130,9 +131,9 @@ def blocks_loss() -> Callable[[nn.Module, Batch], Tensor]:
 
 def loss_function(config: TrainConfig) -> Callable[[nn.Module, Batch], Tensor]:
     """(model, batch) -> mean next-token loss at this config's precision. With config.compile token_loss is compiled
-    (static shapes: one graph per model shape and forward multipliers, whatever the process compiled before; with
-    "blocks" one per block shape and multipliers, and the cross-entropy's) and autocast stays outside the graph,
-    which keeps it in AOTAutograd's cache (docs/sweeps-compile.md)."""
+    (static shapes: one graph per model shape, whatever the process compiled before, the forward multipliers being
+    buffers, inputs of it; with "blocks" one per block shape, and the cross-entropy's) and autocast stays outside the
+    graph, which keeps it in AOTAutograd's cache (docs/sweeps-compile.md)."""
     step = token_loss
     if config.compile == "blocks":
         step = blocks_loss()

@@ -2,11 +2,13 @@
 a Ray task with its trial's resources, into the sweep's compile cache (DIR/compile-cache, scaling.compile_cache), so
 that every trial finds its graph on disk instead of compiling it side by side with the trials that start with it.
 
-What a trial's compiled graph depends on (graph_key): the model config at its width, the forward multipliers (Python
-floats, constants of the graph: SP and GDN-µP at one width are two graphs, a swept output_mult one more per value, and
-parametrizations whose multipliers are equal share one), the batch shape, bf16 and the device kind. The learning rate,
-the seed, the optimizer's settings and the schedule are not in it: the optimizer step is not compiled. Data-parallel
-trials (resources.workers_per_trial > 1) are not warmed: DDP or FSDP wrapping changes the graph; they compile their own.
+What a trial's compiled graph depends on (graph_key): the model config at its width, the output norm's eps factor
+(readout_eps, a float constant of the graph: GDN-µP with the √d written as the norm's eps, `gdn-mup-normeps`, is a
+graph of its own), the batch shape, bf16 and the device kind. The forward multipliers are 0-d buffers of the model,
+inputs of the graph, so SP, naive µP and GDN-µP at one width, and every output_mult or embed_mult of a swept hparams
+axis, share one graph. The learning rate, the seed, the optimizer's settings and the schedule are not in it: the
+optimizer step is not compiled. Data-parallel trials (resources.workers_per_trial > 1) are not warmed: DDP or FSDP
+wrapping changes the graph; they compile their own.
 
     warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed"}
 """
@@ -36,8 +38,8 @@ def graph_key(cfg: dict[str, Any], on_gpu: bool) -> tuple:
     point, model = cfg["point"], ModelConfig(**cfg["model"])
     factors = multipliers(point["parametrization"], point["optimizer"], model.width_mult, model.width,
                           BaseHparams.of(point.get("hparams", {})))
-    return (json.dumps(cfg["model"], sort_keys=True), dataclasses.astuple(factors), cfg["batch_size"],
-            cfg["seq_len"], cfg["train"]["bf16"], on_gpu)
+    return (json.dumps(cfg["model"], sort_keys=True), factors.readout_eps, cfg["batch_size"], cfg["seq_len"],
+            cfg["train"]["bf16"], on_gpu)
 
 
 def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:

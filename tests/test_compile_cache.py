@@ -17,10 +17,11 @@ from deltamup.sweeps.runner import run_sweep
 from deltamup.sweeps.trial import result_columns, trial_config
 from deltamup.sweeps.warmup import graph_key
 
-# width = base width: SP and µP have the same forward multipliers there (all 1), so one graph serves both trials;
+# width 2 × base width: SP and GDN-µP have different forward multipliers there (GDN-µP's readout 4, logits 1/2),
+# buffers of the model, so one graph serves both trials;
 # DeltaNet (no decay gate): 26 C++ kernels to compile where Gated DeltaNet has 32 (58 against 77 CPU-s)
-COMPILED = {"name": "compiled", "model": {"kind": "deltanet", "depth": 1, "heads": 1, "base_width": 16},
-            "task": {"name": "sample"}, "widths": [16], "lrs": [1e-3], "parametrizations": ["sp", "mup"],
+COMPILED = {"name": "compiled", "model": {"kind": "deltanet", "depth": 1, "heads": 1, "base_width": 8},
+            "task": {"name": "sample"}, "widths": [16], "lrs": [1e-3], "parametrizations": ["sp", "gdn-mup"],
             "steps": 2, "batch_size": 1, "seq_len": 16, "log_every": 1, "compile": True, "eval": {"batches": 1},
             "resources": {"cpu": 1, "gpu": 0}, "failure": {"retries": 0}}
 EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
@@ -31,7 +32,7 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
     run_sweep(specs.parse(COMPILED), out, progress_every=600)
     (run,) = store.read_runs(out)
     warmup = run["warmup_grid"]
-    assert warmup["graphs"] == 1 and warmup["failed"] == 0  # sp and mup at the base width: one graph
+    assert warmup["graphs"] == 1 and warmup["failed"] == 0  # sp and gdn-mup: one graph
     assert (store.compile_cache_dir(out) / "inductor" / "fxgraph").is_dir()
     records = store.read_trials(out)
     assert len(records) == 2 and {r.status for r in records} == {"ok"}
@@ -53,19 +54,21 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
 
 
 def test_the_graph_key_holds_what_the_graph_depends_on(tmp_path):
-    """Multipliers and shapes make a graph; the learning rate and the seed do not."""
+    """Shapes and the output norm's eps make a graph; the forward multipliers (buffers), the learning rate and the
+    seed do not."""
     spec = specs.parse({**COMPILED, "widths": [16, 32], "lrs": [1e-3, 2e-3],
-                        "parametrizations": ["sp", "mup", "gdn-mup"],
+                        "parametrizations": ["sp", "mup", "gdn-mup", "gdn-mup-nosqrtd", "gdn-mup-normeps"],
                         "seeds": [0, 1], "hparams": {"output_mult": [1.0, 2.0]}})
     keys = {(p.parametrization, p.width, p.lr, p.seed, dict(p.hparams)["output_mult"]):
             graph_key(trial_config(spec, p, tmp_path, run=1), on_gpu=False) for p in spec.grid()}
-    same = keys[("sp", 16, 1e-3, 0, 1.0)]
-    assert keys[("sp", 16, 2e-3, 1, 1.0)] == same and keys[("mup", 16, 1e-3, 0, 1.0)] == same
-    assert keys[("gdn-mup", 16, 1e-3, 0, 1.0)] != same  # its readout multiplier
-    assert keys[("sp", 32, 1e-3, 0, 1.0)] != same and keys[("sp", 16, 1e-3, 0, 2.0)] != same
-    assert keys[("mup", 32, 1e-3, 0, 1.0)] != keys[("sp", 32, 1e-3, 0, 1.0)]  # µP's logits 1/m off the base width
-    assert keys[("mup", 32, 1e-3, 0, 2.0)] == keys[("sp", 32, 1e-3, 0, 1.0)]  # logits 1/2 · 2 = 1: SP's graph
-    assert len(set(keys.values())) == 9  # width 16: 2 per output_mult (sp = mup, gdn-mup); width 32: 5 of 6
+    for width in (16, 32):
+        same = keys[("sp", width, 1e-3, 0, 1.0)]
+        assert keys[("sp", width, 2e-3, 1, 1.0)] == same and keys[("sp", width, 1e-3, 0, 2.0)] == same
+        assert keys[("mup", width, 1e-3, 0, 2.0)] == same and keys[("gdn-mup", width, 1e-3, 0, 1.0)] == same
+        assert keys[("gdn-mup-nosqrtd", width, 1e-3, 0, 1.0)] == same
+        assert keys[("gdn-mup-normeps", width, 1e-3, 0, 1.0)] != same  # its output norm's eps: 1e-6 / d
+    assert keys[("sp", 32, 1e-3, 0, 1.0)] != keys[("sp", 16, 1e-3, 0, 1.0)]
+    assert len(set(keys.values())) == 4  # per width: one graph, and one for the eps variant
 
 
 def test_the_record_and_the_summary_carry_the_time_before_the_first_step(tmp_path, capsys):
