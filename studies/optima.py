@@ -9,6 +9,9 @@
     python3 studies/optima.py DIR edges                         one sweep's --set lines: seeds 0–2 one octave beyond
                                                                  each (width, param)'s 3-seed optimum that is its
                                                                  smallest or largest LR (nothing: no such optimum)
+    python3 studies/optima.py DIR edges0                        the same for seed 0's optimum among ≥ 3 LRs, seed 0
+    python3 studies/optima.py DIR cells SEEDS "W P E E…" …      one sweep's --set lines for the given cells (width,
+                                                                 parametrization, log2 of its LRs), SEEDS e.g. 0,1,2
 
 The --set lines name the widths, parametrizations and LRs the sweep's axes need and the `only` cells that pick the
 points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
@@ -71,18 +74,22 @@ def main(argv: list[str]) -> None:
                 print(f"seeds 1-2: {param} at width {width} around its seed-0 optimum 2^{e}", file=sys.stderr)
                 cells.append((width, param, [e, e - 1, e + 1]))
         print("\n".join(sets(cells, [1, 2])))
-    elif mode == "edges":
+    elif mode in ("edges", "edges0"):
         cells = []
-        for (width, param), means in sorted(three.items()):
+        for (width, param), means in sorted((three if mode == "edges" else seed0).items()):
             best = min(means, key=means.get) if len(means) >= 3 else None
             if best is not None and best in (min(means), max(means)):
                 beyond = best - 1 if best == min(means) else best + 1
                 print(f"edge: {param} at width {width}, 2^{beyond}", file=sys.stderr)
                 cells.append((width, param, [beyond]))
         if cells:
-            print("\n".join(sets(cells, [0, 1, 2])))
+            print("\n".join(sets(cells, [0, 1, 2] if mode == "edges" else [0])))
+    elif mode == "cells":
+        seeds = [int(s) for s in argv[2].split(",")]
+        cells = [(int(w), p, [int(e) for e in es]) for w, p, *es in (c.split() for c in argv[3:])]
+        print("\n".join(sets(cells, seeds)))
     else:
-        raise SystemExit(f"optima.py: unknown mode {mode!r} (optimum, seed0, around, edges)")
+        raise SystemExit(f"optima.py: unknown mode {mode!r} (optimum, seed0, around, edges, edges0, cells)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 #   sweep ARGS…                           deltamup sweep SPEC into DIR, resuming it (finished trials are skipped)
 #   sweep_to OUT ARGS…                    the same into another sweep directory (a variant the trial ids do not name)
 #   optima MODE …                         studies/optima.py on DIR: the best LR so far, seed 0's, the edge cases
+#   plan OUT MODE …                       SETS: the --set arguments of one sweep over cells studies/optima.py picks
 #   lrs E…                                the YAML list of 2^E for each E
 #   seeds_around "WIDTHS" "PARAMS" E0     seeds 1 and 2 at each one's seed-0 optimum e (E0 without one), e/2 and 2e
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
@@ -15,11 +16,12 @@ sweep_to() {
 sweep() { sweep_to "$DIR" "$@"; }
 optima() { python3 studies/optima.py "$DIR" "$@"; }
 lrs() { python3 -c "import sys; print('[' + ', '.join(repr(2.0 ** int(e)) for e in sys.argv[1:]) + ']')" "$@"; }
-cells() {  # MODE ARGS…: one sweep over the `only` cells studies/optima.py MODE prints (none: no sweep)
-  local lines line args=()
-  lines=$(optima "$@")
-  while IFS= read -r line; do [ -n "$line" ] && args+=(--set "$line"); done <<< "$lines"
-  if [ ${#args[@]} -gt 0 ]; then sweep "${args[@]}"; fi
+plan() {  # OUT MODE ARGS…: SETS=(--set …), the lines studies/optima.py OUT MODE ARGS… prints (none: nothing to run)
+  local lines line
+  SETS=()
+  lines=$(python3 studies/optima.py "$@")
+  while IFS= read -r line; do [ -n "$line" ] && SETS+=(--set "$line"); done <<< "$lines"
+  return 0
 }
-seeds_around() { cells around "$1" "$2" "$3"; }
-edges() { cells edges; }
+seeds_around() { plan "$DIR" around "$1" "$2" "$3"; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }
+edges() { plan "$DIR" edges; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }

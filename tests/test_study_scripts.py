@@ -61,6 +61,18 @@ def test_optimum_seed0_and_edges(tmp_path: Path) -> None:
     assert optima(tmp_path, "seed0", "256", "gdn-mup", "-6") == "-6"
 
 
+def test_seed0_edges_and_given_cells(tmp_path: Path) -> None:
+    write_trials(tmp_path, {(-9, 0): 1.1, (-8, 0): 1.0, (-7, 0): 0.9})  # seed 0 alone: best at the high edge
+    assert optima(tmp_path, "edges") == ""  # no LR has 3 seeds
+    assert sets(optima(tmp_path, "edges0")) == {
+        "widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -6], "seeds": [0],
+        "only": [{"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -6]}]}
+    assert sets(optima(tmp_path, "cells", "0,1", "1024 gdn-mup -10 -9", "256 sp -8")) == {
+        "widths": [256, 1024], "parametrizations": ["gdn-mup", "sp"], "lrs": [2.0 ** -10, 2.0 ** -9, 2.0 ** -8],
+        "seeds": [0, 1], "only": [{"widths": [1024], "parametrizations": ["gdn-mup"], "lrs": [2.0 ** -10, 2.0 ** -9]},
+                                  {"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -8]}]}
+
+
 def test_unfinished_trials_and_too_few_seeds_do_not_count(tmp_path: Path) -> None:
     write_trials(tmp_path, {(-9, 0): 1.0, (-8, 0): 0.9, (-7, 0): 1.1, (-9, 1): 1.0, (-8, 1): 0.9})
     write_trials(tmp_path, {(-6, 0): 0.1}, status="diverged")

@@ -57,21 +57,19 @@ for PART in "$@"; do
         sweep --set "widths=[$W]" --set 'parametrizations=[gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps]' \
               --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" --set 'seeds=[0, 1, 2]'
       done ;;
-    long)
+    long)  # one sweep over the four groups' cells, then one over the LRs beyond the 4x optima on an edge
+      X="${DIR%/}-4x"; LONG=(--set steps=4800 --set warmup_steps=480); groups=()
       for W in 256 1024; do
         for P in sp gdn-mup; do
           e=$(optima optimum "$W" "$P" -9)
           echo "4x steps: $P at width $W around 2^$e"
-          sweep_to "${DIR%/}-4x" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
-            --set "parametrizations=[$P]" --set "lrs=$(lrs $((e - 1)) "$e" $((e + 1)))" --set 'seeds=[0]'
-          f=$(python3 studies/optima.py "${DIR%/}-4x" seed0 "$W" "$P" "$e")
-          if [ "$f" != "$e" ]; then  # the 4x optimum fell on an edge of the three: one octave beyond it
-            x=$((f > e ? f + 1 : f - 1)); echo "4x steps: $P at width $W, edge 2^$x"
-            sweep_to "${DIR%/}-4x" --set steps=4800 --set warmup_steps=480 --set "widths=[$W]" \
-              --set "parametrizations=[$P]" --set "lrs=$(lrs "$x")" --set 'seeds=[0]'
-          fi
+          groups+=("$W $P $((e - 1)) $e $((e + 1))")
         done
-      done ;;
+      done
+      plan "$X" cells 0 "${groups[@]}"
+      sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
+      plan "$X" edges0
+      [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
     *) echo "unknown part $PART (base, wide, edge, w2048, mech, long)" >&2; exit 2 ;;
   esac
 done
