@@ -65,11 +65,11 @@ transfer — one row per (parametrization, optimizer):
 
 verdicts — transfer's rows for every complete metric (the headline one first).
 
-horizon — one row per (parametrization, optimizer, width, horizon) when trials record validation loss at several
-horizons: horizon (percent of the steps), metric, best_lr, best_lr_lo, best_lr_hi, bound, and the optimum's
-shift from the previous horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio; open where a bound could
-push it) with `still_moving` ∈
-{moving, settled, unclear} read from the shift's interval like a verdict (±0.25 octave).
+horizon — one row per (parametrization, optimizer, width, horizon) for the groups whose trials all record validation
+loss at several horizons (horizon_trials: every group, or those run since a sweep began recording them): horizon
+(percent of the steps), metric, best_lr, best_lr_lo, best_lr_hi, bound, and the optimum's shift from the previous
+horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio; open where a bound could push it) with
+`still_moving` ∈ {moving, settled, unclear} read from the shift's interval like a verdict (±0.25 octave).
 """
 from __future__ import annotations
 
@@ -213,6 +213,19 @@ def horizons(trials: pl.DataFrame) -> list[tuple[int, str]]:
     if _complete(trials, "val_loss"):
         found[100] = "val_loss"
     return sorted(found.items()) if len(found) >= 2 else []
+
+
+def horizon_trials(trials: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
+    """What the horizon table is computed on: the trials of the (parametrization, optimizer, width) groups whose
+    finished trials all record every horizon some trial records, and those horizons (horizons()). Every trial when
+    all record them; a sweep that began recording horizons part-way has its later groups (say, a width run since).
+    No trials and no horizons when no group has two."""
+    columns = [c for c in trials.columns if HORIZON.match(c)] + ["val_loss"]
+    whole = [key for key, g in trials.group_by(KEYS, maintain_order=True) if all(_complete(g, c) for c in columns)]
+    if len(columns) < 2 or not whole:
+        return trials.clear(), []
+    subset = trials.join(pl.DataFrame(whole, schema=trials.select(KEYS).schema, orient="row"), on=KEYS, how="semi")
+    return subset, horizons(subset)
 
 
 def metrics(trials: pl.DataFrame) -> list[str]:
@@ -526,11 +539,17 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     estimates = {m: estimate(sweep.trials, m, spent) for m in names}
     main = estimates[names[0]]
     losses = trial_losses(sweep.trials, names[0])
+    timed, steps = horizon_trials(sweep.trials)
+    if steps and timed.height < sweep.trials.height:  # the groups that record every horizon, estimated on their own
+        say(f"horizons: {timed.height} of {sweep.trials.height} trials record all of them")
+        by_horizon = {m: estimate(timed, m, spent) for _, m in steps}
+    else:
+        by_horizon = estimates
     keep = [c for c in ("trial_id", *GRID_KEYS, "status", "error") if c in losses.columns]
     return Analysis(sweep, main.metric, main.curves, main.optima, main.transfer, len(grid), missing,
                     losses.filter(pl.col("failed")).select(keep), spent, estimates,
                     pl.concat([e.transfer for e in estimates.values()]),
-                    horizon_table(estimates, horizons(sweep.trials)), head_to_head(losses, main.optima))
+                    horizon_table(by_horizon, steps), head_to_head(losses, main.optima))
 
 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:

@@ -211,6 +211,26 @@ def test_horizon_table_says_where_the_optimum_still_moves(tmp_path: Path) -> Non
     assert tmp_path / "out" / "horizon.csv" in written
 
 
+def test_groups_that_record_every_horizon_get_their_table_when_older_ones_do_not(tmp_path: Path) -> None:
+    """A sweep that began recording horizons part-way: the widest width's trials have none (written before). The
+    other widths still get their horizon rows, estimated on their own, and those say what the full table says."""
+    trials = surface_trials({"mup": 0.0}, 4, noise=0.002, horizon_shift={25: 1.5, 50: 0.02})
+    older = pl.col("width") == max(WIDTHS)
+    partial = trials.with_columns(*(pl.when(older).then(None).otherwise(pl.col(c)).alias(c)
+                                    for c in ("val_loss_h25", "val_loss_h50")))
+    assert analysis.horizons(partial) == []  # not complete over the whole sweep
+    subset, steps = analysis.horizon_trials(partial)
+    assert steps == [(25, "val_loss_h25"), (50, "val_loss_h50"), (100, "val_loss")]
+    assert sorted(subset["width"].unique().to_list()) == sorted(WIDTHS)[:-1]
+    a = analysis.analyze(write_sweep(tmp_path / "sweep", partial, surface_spec(partial)))
+    h = a.horizon
+    assert sorted(h["width"].unique().to_list()) == sorted(WIDTHS)[:-1] and len(h) == 3 * (len(WIDTHS) - 1)
+    assert (h.filter(pl.col("horizon") == 50)["still_moving"] == "moving").all()
+    assert (h.filter(pl.col("horizon") == 100)["still_moving"] == "settled").all()
+    assert set(a.verdicts["metric"]) == {"val_loss", "smoothed_loss", "final_train_loss"}  # no verdict per horizon
+    assert a.optima.height == len(WIDTHS)  # the optima and verdicts still use every trial
+
+
 def test_a_trial_that_diverges_late_still_counts_at_an_early_horizon() -> None:
     trials = surface_trials({"mup": 0.0}, 1, noise=0.0, horizon_shift={50: 0.0})
     late = (pl.col("width") == 256) & (pl.col("lr") == 2.0 ** -7)
