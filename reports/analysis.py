@@ -154,8 +154,8 @@ def with_hparams_label(trials: pl.DataFrame) -> pl.DataFrame:
 
 
 def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
-    """The sweep as if its spec had only these widths (its trials and grid); ValueError naming a width
-    without a trial."""
+    """The sweep as if its spec had only these widths (its trials and grid: `only` cells narrowed the same way, a
+    cell left without widths dropped); ValueError naming a width without a trial."""
     have = sorted(set(sweep.trials["width"].to_list()))
     absent = [w for w in widths if w not in have]
     if absent:
@@ -163,6 +163,12 @@ def restrict(sweep: Sweep, widths: list[int]) -> Sweep:
                          f"{', '.join(map(str, have)) or 'none'})")
     trials = sweep.trials.filter(pl.col("width").is_in(widths))
     spec = {**sweep.spec, "widths": [w for w in sweep.spec.get("widths", widths) if w in widths]}
+    if sweep.spec.get("only"):
+        cells = [{**c, "widths": [w for w in c["widths"] if w in widths]} if "widths" in c else c
+                 for c in sweep.spec["only"]]
+        spec["only"] = [c for c in cells if c.get("widths", True)]
+        if not spec["only"]:
+            spec["widths"] = []  # no cell at these widths: no grid points (expand_grid)
     return dataclasses.replace(sweep, spec=spec, trials=trials)
 
 

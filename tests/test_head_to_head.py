@@ -103,3 +103,19 @@ def test_restricting_to_widths_the_last_run_spec_lacks_counts_no_missing_trials(
     result = analyze(kept)  # the budget comes from the trials' widths, not the spec's (none)
     assert result.grid_size == 0 and sorted(set(result.optima["width"].to_list())) == widths[:2]
     assert result.budget["steps"] == sweep.trials["max_steps"][0]
+
+
+def test_restricting_a_spec_with_cells_narrows_the_cells():
+    """A part run as `only` cells (seeds around each width's optimum) and then reported over some widths: the cells
+    at the other widths go, the grid is what the remaining cells ask for."""
+    sweep = load_sweep(FIXTURE)
+    widths = sorted(set(sweep.trials["width"].to_list()))
+    lrs = sweep.spec["lrs"]
+    cells = [{"widths": [w], "lrs": lrs[i:i + 2]} for i, w in enumerate(widths)]
+    kept = restrict(dataclasses.replace(sweep, spec={**sweep.spec, "only": cells}), widths[:2])
+    assert kept.spec["only"] == cells[:2]
+    grid = expand_grid(kept.spec)
+    assert sorted(set(grid["width"].to_list())) == widths[:2]
+    assert grid.height == 2 * 2 * len(sweep.spec["parametrizations"]) * len(sweep.spec["seeds"])
+    assert expand_grid(restrict(dataclasses.replace(sweep, spec={**sweep.spec, "only": cells[2:]}),
+                                widths[:2]).spec).is_empty()
