@@ -30,7 +30,7 @@ class DeltaMixer(nn.Module):
         self.head_k_dim, self.head_v_dim = dk, dv
         self.allow_neg_eigval = config.allow_neg_eigval
         self.kernel_backend = config.kernel_backend
-        self.multipliers = multipliers  # readout and mixer_output as buffers, as in DeltaLM (graph inputs)
+        # readout and mixer_output as 0-d buffers, as in DeltaLM (graph inputs under torch.compile)
         self.register_buffer("readout_mult", torch.tensor(float(multipliers.readout)), persistent=False)
         self.register_buffer("mixer_output_mult", torch.tensor(float(multipliers.mixer_output)), persistent=False)
         self.q_proj = Linear(d, H * dk, Role.HIDDEN)
