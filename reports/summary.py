@@ -1,8 +1,9 @@
 """A sweep's headline as Markdown (summary.md in every report): the generated interpretation paragraph, then per
 parametrization and optimizer the verdict, the slope and spread with their 90% intervals, the best LR at each width
 with its interval, the best loss from the narrowest to the widest width, and whether wider is better at the
-transferred LR; then the parametrizations head to head (reports/head_to_head.py) — the table a README shows,
-produced by `deltamup report`, not by hand."""
+transferred LR; then the parametrizations head to head (reports/head_to_head.py) and, where trials record
+horizons, each group's optimum inside the runs — the table a README shows, produced by `deltamup report`, not by
+hand."""
 from __future__ import annotations
 
 import polars as pl
@@ -59,4 +60,26 @@ def summary_markdown(a: Analysis) -> str:
     if not a.head_to_head.is_empty():
         lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]
         lines += [f"- {describe(r)}" for r in a.head_to_head.iter_rows(named=True)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + horizon_lines(a.horizon)) + "\n"
+
+
+def horizon_lines(horizon: pl.DataFrame) -> list[str]:
+    """The optimum at each horizon per (parametrization, optimizer, width) and its last shift with its 90% interval
+    and call (moving / settled / unclear); nothing without a horizon table."""
+    if horizon.is_empty():
+        return []
+    pcts = sorted(horizon["horizon"].unique().to_list())
+    header = ["parametrization", "optimizer", "width", *(f"best LR @{p}%" for p in pcts),
+              f"shift {pcts[-2]}% → {pcts[-1]}% (octaves) [90%]"]
+    lines = ["", "The optimum inside the runs (horizon.csv: the groups whose trials all record every horizon; points "
+                 "of one schedule, not shorter runs, so a shift mixes the budget with the schedule's decay):", "",
+             "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for (p, o, w), g in horizon.sort("parametrization", "optimizer", "width").group_by(
+            ["parametrization", "optimizer", "width"], maintain_order=True):
+        at = {r["horizon"]: r for r in g.iter_rows(named=True)}
+        lrs = [("bound " if at[h]["bound"] else "") + f"{at[h]['best_lr']:.2g}" if h in at else "–" for h in pcts]
+        last = at.get(pcts[-1])
+        shift = "–" if last is None or last["shift_octaves"] is None else \
+            f"{interval(last['shift_octaves'], last['shift_lo'], last['shift_hi'])}: {last['still_moving']}"
+        lines.append("| " + " | ".join([p, o, str(w), *lrs, shift]) + " |")
+    return lines

@@ -11,6 +11,7 @@ import pytest
 from test_analysis import WIDTHS, row, surface_spec, surface_trials, write_sweep
 
 from deltamup.reports import analysis, intervals, verdict
+from deltamup.reports.summary import summary_markdown
 
 X0 = -7.3
 
@@ -209,6 +210,9 @@ def test_horizon_table_says_where_the_optimum_still_moves(tmp_path: Path) -> Non
                                          "val_loss_h50"}
     written = analysis.write_tables(a, tmp_path / "out")
     assert tmp_path / "out" / "horizon.csv" in written
+    text = summary_markdown(a)
+    rows = [line for w in WIDTHS for line in text.splitlines() if line.startswith(f"| mup | adamw | {w} | ")]
+    assert len(rows) == len(WIDTHS) and all(row.endswith(": settled |") for row in rows)  # the horizon table
 
 
 def test_groups_that_record_every_horizon_get_their_table_when_older_ones_do_not(tmp_path: Path) -> None:
