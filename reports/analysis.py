@@ -70,6 +70,11 @@ loss at several horizons (horizon_trials: every group, or those run since a swee
 (percent of the steps), metric, best_lr, best_lr_lo, best_lr_hi, bound, and the optimum's shift from the previous
 horizon (shift_octaves, shift_lo, shift_hi; log2 of the ratio; open where a bound could push it) with
 `still_moving` ∈ {moving, settled, unclear} read from the shift's interval like a verdict (±0.25 octave).
+
+search — with an Optuna phase, per (parametrization, optimizer, width): searched (its trials), the best finished
+trial over grid and search (best_trial, best_lr, best_hparams, best_val_loss), the grid's best (grid_best_lr,
+grid_best_val_loss) and gain (nats). Optuna trials that sampled hparams are in this table only, not in the LR
+curves above.
 """
 from __future__ import annotations
 
@@ -528,14 +533,61 @@ class Analysis:
     verdicts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TRANSFER_SCHEMA))
     horizon: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HORIZON_SCHEMA))
     head_to_head: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HEAD_TO_HEAD_SCHEMA))
+    search: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SEARCH_SCHEMA))  # search_table
+
+
+SEARCH_SCHEMA = {"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64, "searched": pl.Int64,
+                 "best_trial": pl.String, "best_lr": pl.Float64, "best_hparams": pl.String,
+                 "best_val_loss": pl.Float64, "grid_best_lr": pl.Float64, "grid_best_val_loss": pl.Float64,
+                 "gain": pl.Float64}
+
+
+def _searched_hparams(trials: pl.DataFrame) -> pl.Expr:
+    """Trials of the Optuna phase that sampled hparams (optuna.hparams): points of their own, not of an LR curve."""
+    if "phase" not in trials.columns or "hparams" not in trials.columns:
+        return pl.lit(False)
+    return ((pl.col("phase").cast(pl.String) == "optuna")
+            & (pl.col("hparams").cast(pl.String).fill_null("") != "")).fill_null(False)
+
+
+def search_table(trials: pl.DataFrame) -> pl.DataFrame:
+    """For a sweep with an Optuna phase, per (parametrization, optimizer, width): how many trials the search ran
+    (pruned ones included), its best finished trial over the grid and the search by val_loss (trial id, LR, hparams
+    label, "" for the defaults, val_loss), the grid's best beside it, and the gain (grid best − best, nats). Empty
+    without an Optuna phase."""
+    if "phase" not in trials.columns or not (trials["phase"].cast(pl.String) == "optuna").any():
+        return pl.DataFrame(schema=SEARCH_SCHEMA)
+    base = pl.col("parametrization").cast(pl.String).str.replace(r"\[.*\]$", "")
+    hparams = pl.col("hparams").cast(pl.String).fill_null("") if "hparams" in trials.columns else pl.lit("")
+    trials = trials.with_columns(base.alias("parametrization"), hparams.alias("hparams"),
+                                 pl.col("phase").cast(pl.String))
+    ok = trials.filter((pl.col("status") == "ok") & pl.col("val_loss").cast(pl.Float64).is_finite().fill_null(False))
+    rows = []
+    for (p, o, w), g in trials.sort(KEYS).group_by(KEYS, maintain_order=True):
+        done = ok.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o) & (pl.col("width") == w))
+        if done.is_empty():
+            continue
+        best = done.sort("val_loss").row(0, named=True)
+        grid = done.filter(pl.col("phase") == "grid").sort("val_loss")
+        grid_best = grid.row(0, named=True) if grid.height else None
+        rows.append(dict(parametrization=p, optimizer=o, width=w, searched=int((g["phase"] == "optuna").sum()),
+                         best_trial=best["trial_id"], best_lr=best["lr"], best_hparams=best["hparams"],
+                         best_val_loss=best["val_loss"], grid_best_lr=grid_best and grid_best["lr"],
+                         grid_best_val_loss=grid_best and grid_best["val_loss"],
+                         gain=grid_best and grid_best["val_loss"] - best["val_loss"]))
+    return pl.DataFrame(rows, schema=SEARCH_SCHEMA)
 
 
 def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = None) -> Analysis:
-    """Optima, intervals and verdicts of a sweep directory (or a loaded Sweep), on every complete metric."""
+    """Optima, intervals and verdicts of a sweep directory (or a loaded Sweep), on every complete metric. Optuna
+    trials that sampled hparams are left out of the LR curves (each is a point of its own hparams) and reported in
+    the search table with the rest of the search."""
     say = progress or (lambda _msg: None)
     if not isinstance(sweep, Sweep):
         say(f"reading {sweep}")
         sweep = load_sweep(sweep)
+    searched = search_table(sweep.trials)
+    sweep = dataclasses.replace(sweep, trials=sweep.trials.filter(~_searched_hparams(sweep.trials)))
     grid = expand_grid(sweep.spec)
     missing = missing_trials(grid, sweep.trials)
     say(f"{len(sweep.trials)} trials; {len(missing)} of the spec's {len(grid)} grid trials missing")
@@ -555,13 +607,13 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
     return Analysis(sweep, main.metric, main.curves, main.optima, main.transfer, len(grid), missing,
                     losses.filter(pl.col("failed")).select(keep), spent, estimates,
                     pl.concat([e.transfer for e in estimates.values()]),
-                    horizon_table(by_horizon, steps), head_to_head(losses, main.optima))
+                    horizon_table(by_horizon, steps), head_to_head(losses, main.optima), searched)
 
 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:
     """optima, transfer and verdicts (.csv and .parquet), lr_curves.csv, horizon.csv (when trials record
-    horizons), head_to_head.csv (when two parametrizations share an optimizer) and missing.csv (when trials are
-    missing)."""
+    horizons), head_to_head.csv (when two parametrizations share an optimizer), search.csv (with an Optuna phase)
+    and missing.csv (when trials are missing)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in (("optima", analysis.optima), ("transfer", analysis.transfer),
@@ -570,7 +622,8 @@ def write_tables(analysis: Analysis, out: Path) -> list[Path]:
         table.write_csv(out / f"{name}.csv")
         written += [out / f"{name}.csv", out / f"{name}.parquet"]
     for name, table in (("lr_curves", analysis.curves), ("horizon", analysis.horizon),
-                        ("head_to_head", analysis.head_to_head), ("missing", analysis.missing)):
+                        ("head_to_head", analysis.head_to_head), ("search", analysis.search),
+                        ("missing", analysis.missing)):
         if name == "lr_curves" or not table.is_empty():
             table.write_csv(out / f"{name}.csv")
             written.append(out / f"{name}.csv")

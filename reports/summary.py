@@ -1,9 +1,9 @@
 """A sweep's headline as Markdown (summary.md in every report): the generated interpretation paragraph, then per
 parametrization and optimizer the verdict, the slope and spread with their 90% intervals, the best LR at each width
 with its interval, the best loss from the narrowest to the widest width, and whether wider is better at the
-transferred LR; then the parametrizations head to head (reports/head_to_head.py) and, where trials record
-horizons, each group's optimum inside the runs — the table a README shows, produced by `deltamup report`, not by
-hand."""
+transferred LR; then the parametrizations head to head (reports/head_to_head.py), where trials record horizons
+each group's optimum inside the runs, and after an Optuna phase its best trial per group — the table a README
+shows, produced by `deltamup report`, not by hand."""
 from __future__ import annotations
 
 import polars as pl
@@ -60,7 +60,24 @@ def summary_markdown(a: Analysis) -> str:
     if not a.head_to_head.is_empty():
         lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]
         lines += [f"- {describe(r)}" for r in a.head_to_head.iter_rows(named=True)]
-    return "\n".join(lines + horizon_lines(a.horizon)) + "\n"
+    return "\n".join(lines + horizon_lines(a.horizon) + search_lines(a.search)) + "\n"
+
+
+def search_lines(search: pl.DataFrame) -> list[str]:
+    """The Optuna phase's best trial per group beside the grid's best; nothing without a search."""
+    if search.is_empty():
+        return []
+    lines = ["", "The search (search.csv: Optuna after the grid, one seed; hparams: the base values it sampled with "
+                 "the LR, – for the defaults):", "",
+             "| parametrization | optimizer | width | trials searched | best LR | best hparams | best val_loss | "
+             "grid's best LR | grid's best val_loss | gain (nats) |", "|" + " --- |" * 10]
+    for r in search.iter_rows(named=True):
+        grid = ("–", "–", "–") if r["grid_best_lr"] is None else (
+            f"{r['grid_best_lr']:.3g}", f"{r['grid_best_val_loss']:.4f}", f"{r['gain']:+.4f}")
+        lines.append("| " + " | ".join([r["parametrization"], r["optimizer"], str(r["width"]), str(r["searched"]),
+                                        f"{r['best_lr']:.3g}", r["best_hparams"] or "–",
+                                        f"{r['best_val_loss']:.4f}", *grid]) + " |")
+    return lines
 
 
 def horizon_lines(horizon: pl.DataFrame) -> list[str]:

@@ -33,7 +33,7 @@ def verdict_sentence(t: dict) -> str:
 
 def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, width: int,
                       tuned_width: int | None = None, allow_bound: bool = False,
-                      allow_unverified: bool = False) -> Export:
+                      allow_unverified: bool = False, from_search: bool = False) -> Export:
     """The export at `width` of the optimum found at `tuned_width` (default: the sweep's smallest width with an
     optimum, the proxy one tunes on). ValueError when the sweep has no such optimum, only a bound of one (unless
     allow_bound), or a verdict other than `transfers` for a width other than tuned_width (unless allow_unverified:
@@ -41,7 +41,11 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
 
     In a sweep with hparams axes `parametrization` may name one variant ("gdn-mup[output_mult=2]") or the
     parametrization alone ("gdn-mup"): then the variant with the lowest loss at the tuned width is exported, its
-    hparams (the tuned base values) applied at `width` through the table (Export.hparams, weight_decay)."""
+    hparams (the tuned base values) applied at `width` through the table (Export.hparams, weight_decay).
+
+    from_search: the LR and hparams of the Optuna search's best trial at tuned_width (analysis.search: the grid's
+    and the search's trials, one seed) instead of the fitted grid optimum; the verdict still gates it, and the
+    provenance names the trial."""
     found = analysis.optima.filter((pl.col("optimizer") == optimizer) & pl.col("best_lr").is_not_null())
     parametrization = _variant(found, parametrization, tuned_width)
     rows = found.filter(pl.col("parametrization") == parametrization).sort("width")
@@ -70,7 +74,17 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
     spec = parse({"name": analysis.sweep.path.name, **analysis.sweep.spec}, open_task=False)
     train = dict(spec.train)
     name, _, text = parametrization.partition("[")
-    hparams = parse_label(text.rstrip("]"))
+    hparams, lr, searched = parse_label(text.rstrip("]")), best["best_lr"], {}
+    if from_search:
+        found = analysis.search.filter((pl.col("parametrization") == name) & (pl.col("optimizer") == optimizer)
+                                       & (pl.col("width") == tuned_width))
+        if found.is_empty():
+            raise ValueError(f"no Optuna search of {name}/{optimizer} at width {tuned_width} in the sweep (a spec "
+                             "with search: optuna runs one)")
+        row = found.row(0, named=True)
+        hparams, lr = parse_label(row["best_hparams"]), row["best_lr"]
+        searched = {f"search_{k}": row[k] for k in ("best_trial", "best_val_loss", "grid_best_val_loss", "gain",
+                                                    "searched")}
     weight_decay = float(hparams.pop("weight_decay", train.pop("weight_decay", 0.0)))
     spec_file = analysis.sweep.path / "spec.yaml"
     provenance = dict(
@@ -82,11 +96,11 @@ def export_from_sweep(analysis: Analysis, parametrization: str, optimizer: str, 
         edge=best["edge"], best_loss=best["best_loss"], best_loss_se=best["best_loss_se"],
         **{k: t[k] for k in VERDICT_KEYS}, **({"warning": warning} if warning else {}),
         trials=len(analysis.sweep.trials), missing_trials=len(analysis.missing), variant=parametrization,
-        created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
+        **searched, created_utc=datetime.now(UTC).isoformat(timespec="seconds"))
     # an interval's end a bound leaves open (±inf, 0 for an LR) is written null: strict JSON has no infinity
     provenance = {k: None if isinstance(v, float) and (math.isinf(v) or (k == "best_lr_lo" and v == 0)) else v
                   for k, v in provenance.items()}
-    return make_export(name, optimizer, spec.model_config(width), lr=best["best_lr"], weight_decay=weight_decay,
+    return make_export(name, optimizer, spec.model_config(width), lr=lr, weight_decay=weight_decay,
                        tuned_width=tuned_width, train=train, provenance=provenance, hparams=hparams)
 
 

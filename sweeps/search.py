@@ -6,8 +6,11 @@ One persistent study per group in DIR/optuna.db (sqlite; `optuna-dashboard sqlit
   as value and its horizon losses (val_loss_hNN) as intermediate values at their steps. TPE's random start-up
   (optuna.startup_trials) counts these, so the sampler is guided from the first Optuna trial on when the grid has
   at least that many.
-- Sampling: lr log-uniform within ± optuna.octaves of the group's best grid LR (refine.grid_centres), seed: the
-  grid's first; the objective is the trial's val_loss (inf when diverged).
+- Sampling: lr log-uniform within ± optuna.octaves of the group's best grid LR (refine.grid_centres), and each of
+  optuna.hparams (output_mult, embed_mult, init_mult, weight_decay: the base model's other hyperparameters)
+  log-uniform in its [lo, hi], jointly with the LR; seed: the grid's first; the objective is the trial's val_loss
+  (inf when diverged). The grid trials enter with those hyperparameters at their defaults (1, and the spec's
+  weight decay; a decay of 0 is left out: it has no log).
 - Pruning: each horizon result a trial reports to Ray Tune is reported to its study (trial.report(val_loss, step));
   when the study's pruner (optuna.pruner: median) says so, the Ray Tune stopper below ends the trial, the study
   records it PRUNED and DIR/results gets a row with status "pruned" (its horizons so far, pruned_step), which is
@@ -25,6 +28,9 @@ from typing import Any
 
 import optuna
 from ray.tune.search import Searcher
+
+from deltamup.parametrizations.hparams import HPARAMS, BaseHparams
+from deltamup.scaling.train import TrainConfig
 
 from . import store
 from .refine import Group, grid_centres, group_of
@@ -65,6 +71,10 @@ class StudySearcher(Searcher):
         span = 2.0 ** spec.optuna.octaves
         self.ranges = {g: optuna.distributions.FloatDistribution(lr / span, lr * span, log=True)
                        for g, lr in centres.items()}
+        self.dims = {k: optuna.distributions.FloatDistribution(*spec.optuna.hparams[k], log=True)
+                     for k in HPARAMS if k in spec.optuna.hparams}
+        defaults = {**vars(BaseHparams()), "weight_decay": spec.train.get("weight_decay", TrainConfig.weight_decay)}
+        self.defaults = {k: defaults[k] for k in self.dims if defaults[k] > 0}  # the grid's values, for warm start
         records = store.read_records(out)
         for group, study in self.studies.items():
             self._warm_start(study, [r for r in records if r.get("phase") == "grid" and group_of(r) == group
@@ -107,8 +117,10 @@ class StudySearcher(Searcher):
         lrs = [r["lr"] for r in grid]
         wide = optuna.distributions.FloatDistribution(min(lrs), max(lrs), log=True) if min(lrs) < max(lrs) else \
             optuna.distributions.FloatDistribution(min(lrs), min(lrs) * 2, log=True)
+        at = {k: optuna.distributions.FloatDistribution(min(self.dims[k].low, v), max(self.dims[k].high, v), log=True)
+              for k, v in self.defaults.items()}  # each range widened to hold the grid's default
         study.add_trials([optuna.trial.create_trial(
-            params={"lr": r["lr"]}, distributions={"lr": wide}, value=objective(r),
+            params={"lr": r["lr"], **self.defaults}, distributions={"lr": wide, **at}, value=objective(r),
             intermediate_values=self._intermediate(r), user_attrs={"trial_id": r["trial_id"], "phase": "grid"})
             for r in grid if r["trial_id"] not in known])
 
@@ -149,8 +161,9 @@ class StudySearcher(Searcher):
         group = max(open_groups, key=lambda g: self.remaining[g])
         study = self.studies[group]
         while True:  # an LR whose trial already finished (6 significant digits) is told at once, then re-asked
-            asked = study.ask({"lr": self.ranges[group]})
-            point = TrialPoint(*group, float(f"{asked.params['lr']:.6g}"), self.spec.seeds[0])
+            asked = study.ask({"lr": self.ranges[group], **self.dims})
+            hparams = tuple((k, float(f"{asked.params[k]:.6g}")) for k in self.dims)
+            point = TrialPoint(*group, float(f"{asked.params['lr']:.6g}"), self.spec.seeds[0], hparams)
             asked.set_user_attr("trial_id", trial_key(point, "optuna"))
             asked.set_user_attr("phase", "optuna")
             record = store.read_record(store.record_path(self.out, trial_key(point, "optuna")))

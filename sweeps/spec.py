@@ -20,7 +20,8 @@
     checkpoint: {every_s: 300}                                 # save a running trial this often (s); 0: never
     search: grid                                               # or refine (`refine:`), optuna (`optuna:`)
     tracking: {mlflow: {experiment: quickstart}}               # or {wandb: {project: ...}}; TensorBoard always
-    hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams)
+    hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams);
+                                                               # with search: optuna, optuna.hparams: {name: [lo, hi]}
     only: [{widths: [32], lrs: [1.0e-3]}, {widths: [64]}]      # optional: the grid's points in these cells only
     limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
@@ -163,6 +164,8 @@ class OptunaSpec:
     pruner: str = "median"           # median | none: stop a trial whose horizon val loss is worse than the median
     pruner_startup_trials: int = 4   # no pruning before the study has this many finished trials (grid ones count)
     pruner_warmup_steps: int = 0     # no pruning at horizons of fewer steps
+    hparams: dict = field(default_factory=dict)  # {name: [lo, hi]}: parametrizations.hparams Optuna searches with
+                                                 # the LR, log-uniform (the grid runs at their defaults)
 
 
 @dataclass(frozen=True)
@@ -308,6 +311,8 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
             values["train"][key] = _typed(value, train_hints[key], key)
         elif key in ("eval", "resources", "failure", "checkpoint", "refine", "optuna", "tracking", "limits"):
             values[key] = _section(hints[key], value, key)
+            if key == "optuna":
+                values[key] = dataclasses.replace(values[key], hparams=_ranges(values[key].hparams))
         elif key == "lrs":
             values[key] = _lrs(value)
         elif key == "hparams":
@@ -390,6 +395,9 @@ def _check(spec: SweepSpec) -> None:
         raise SpecError("hparams", "hyperparameter axes are grid axes: refine and Optuna tune the learning rate "
                         "only (search: grid)")
     _check_only(spec)
+    if spec.optuna.hparams and spec.search != "optuna":
+        raise SpecError("optuna.hparams", "Optuna searches these with the LR: needs search: optuna (grid axes: "
+                        "hparams)")
     if "weight_decay" in spec.hparams and "weight_decay" in spec.train:
         raise SpecError("weight_decay", "given both as a value and as an hparams axis: keep one")
     _check_model(spec)
@@ -625,6 +633,22 @@ def _check_only(spec: SweepSpec) -> None:
             if outside:
                 raise SpecError(f"only[{i}].{axis}", f"{outside[0]!r} is not one of the spec's {axis} "
                                 f"{list(getattr(spec, axis))}: a cell selects points of the grid")
+
+
+def _ranges(value: dict) -> dict[str, tuple[float, float]]:
+    """optuna.hparams: {name: [lo, hi]} of parametrizations.hparams, 0 < lo < hi (searched log-uniform)."""
+    out = {}
+    for name, bounds in value.items():
+        path = f"optuna.hparams.{name}"
+        if name not in HPARAMS:
+            raise SpecError(path, f"unknown hyperparameter (known: {', '.join(HPARAMS)})")
+        lo, hi = _typed(bounds, tuple[float, float], path)
+        if not 0 < lo < hi:
+            raise SpecError(path, f"needs [lo, hi] with 0 < lo < hi (searched log-uniform), got {[lo, hi]}")
+        for end in (lo, hi):
+            _named(path, check_hparam, name, end)
+        out[name] = (lo, hi)
+    return out
 
 
 def _hparams(value: Any) -> dict[str, tuple[float, ...]]:

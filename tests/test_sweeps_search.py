@@ -15,6 +15,9 @@ from tensorboardX.proto import event_pb2
 from deltamup.cli import main
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
+from deltamup.parametrizations.hparams import parse_label
+from deltamup.reports.analysis import analyze
+from deltamup.reports.tuned import export_from_sweep
 from deltamup.scaling.data import get_task
 from deltamup.scaling.train import TrainConfig, train
 from deltamup.sweeps import spec as specs
@@ -151,6 +154,50 @@ def test_optuna_samples_within_its_octaves_of_each_groups_best_grid_lr(tmp_path)
         lrs = [p["lr"] for p in suggested if p["width"] == width]
         assert len(lrs) == 12 and all(centre / 2 * 0.999 <= lr <= centre * 2 * 1.001 for lr in lrs)
         assert max(lrs) / min(lrs) > 2  # they spread over the range, not one point
+
+
+def test_optuna_samples_the_base_hparams_with_the_lr_and_warm_starts_at_their_defaults(tmp_path):
+    """Without Ray: optuna.hparams are sampled log-uniform in their ranges jointly with the LR, each suggestion's
+    point (and trial id) carries them, and the grid trials enter the study at the defaults (output_mult 1, the spec's
+    weight decay)."""
+    spec = specs.parse({"name": "small", **SMALL, "weight_decay": 0.1, "search": "optuna", "optuna": {
+        "trials": 8, "sampler": "random", "hparams": {"output_mult": [0.25, 4.0], "weight_decay": [0.01, 1.0]}}})
+    group = ("gdn-mup", "adamw", 16)
+    grid = {"trial_id": "gdn-mup.adamw.w16.lr0.004.s0", "phase": "grid", "parametrization": "gdn-mup",
+            "optimizer": "adamw", "width": 16, "lr": 4e-3, "seed": 0, "status": "ok", "val_loss": 3.0}
+    searcher = StudySearcher(spec, tmp_path, run=1, centres={group: 4e-3})
+    searcher._warm_start(searcher.studies[group], [grid])
+    (warm,) = searcher.studies[group].get_trials()
+    assert warm.params == {"lr": 4e-3, "output_mult": 1.0, "weight_decay": 0.1} and warm.value == 3.0
+    points = [searcher.suggest(f"t{i}")["trial"]["point"] for i in range(8)]
+    outs, decays = [p["hparams"]["output_mult"] for p in points], [p["hparams"]["weight_decay"] for p in points]
+    assert all(0.25 <= v <= 4.0 for v in outs) and all(0.01 <= v <= 1.0 for v in decays)
+    assert max(outs) / min(outs) > 2 and max(decays) / min(decays) > 2  # spread over the ranges
+    ids = [searcher.pending[f"t{i}"][2]["trial_id"] for i in range(8)]
+    assert len(set(ids)) == 8 and all("output_mult" in i and "weight_decay" in i for i in ids)
+
+
+def test_an_optuna_sweep_over_hparams_trains_them_and_reports_its_search(cluster, tmp_path):
+    """The grid at the defaults, then Optuna trials that each train their sampled output_mult; the report's LR
+    curves hold the grid's LRs only and its search table the group's best trial."""
+    spec = specs.load(write_spec(tmp_path, widths=[16], lrs=[4e-3, 1.6e-2], search="optuna", optuna={
+        "trials": 2, "startup_trials": 1, "pruner": "none", "hparams": {"output_mult": [0.5, 2.0]}}))
+    out = tmp_path / "sweep"
+    assert run_sweep(spec, out, progress_every=60)["launched"] == 2 + 2
+    searched = [r for r in store.read_records(out) if r["phase"] == "optuna"]
+    assert len(searched) == 2 and all(r["status"] == "ok" for r in searched)
+    assert all(0.5 <= parse_label(r["hparams"])["output_mult"] <= 2.0 for r in searched)
+    assert len({r["val_loss"] for r in searched}) == 2
+    report = analyze(out)
+    assert sorted(report.curves["lr"].to_list()) == [4e-3, 1.6e-2]
+    (row,) = report.search.iter_rows(named=True)
+    every = store.read_records(out)
+    assert row["searched"] == 2 and row["best_val_loss"] == min(r["val_loss"] for r in every)
+    assert row["grid_best_val_loss"] == min(r["val_loss"] for r in every if r["phase"] == "grid")
+    export = export_from_sweep(report, "gdn-mup", "adamw", 32, allow_bound=True, allow_unverified=True,
+                               from_search=True)  # the search's best (LR, hparams), carried to width 32
+    assert export.lr == pytest.approx(row["best_lr"]) and export.hparams == parse_label(row["best_hparams"])
+    assert export.provenance["search_best_trial"] == row["best_trial"] and export.tuned_width == 16
 
 
 def test_optuna_warm_starts_from_the_grid_reports_horizons_and_prunes_a_hopeless_trial(cluster, tmp_path):

@@ -76,6 +76,9 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"only": [{"lrs": [2e-3]}]}, "'only[0].lrs'"),
     ({"only": [{"seeds": []}]}, "'only[0].seeds'"),
     ({"only": [{"widths": [32]}], "search": "optuna"}, "'only'"),
+    ({"search": "optuna", "optuna": {"hparams": {"temperature": [1, 2]}}}, "'optuna.hparams.temperature'"),
+    ({"search": "optuna", "optuna": {"hparams": {"output_mult": [2, 1]}}}, "'optuna.hparams.output_mult'"),
+    ({"optuna": {"hparams": {"output_mult": [1, 2]}}}, "'optuna.hparams'"),  # needs search: optuna
 ])
 def test_malformed_spec_fails_with_one_line_naming_the_field(tmp_path, capsys, change, field):
     out = tmp_path / "out"

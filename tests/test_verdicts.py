@@ -12,6 +12,7 @@ from test_analysis import WIDTHS, row, surface_spec, surface_trials, write_sweep
 
 from deltamup.reports import analysis, intervals, verdict
 from deltamup.reports.summary import summary_markdown
+from deltamup.reports.tuned import export_from_sweep
 
 X0 = -7.3
 
@@ -233,6 +234,32 @@ def test_groups_that_record_every_horizon_get_their_table_when_older_ones_do_not
     assert (h.filter(pl.col("horizon") == 100)["still_moving"] == "settled").all()
     assert set(a.verdicts["metric"]) == {"val_loss", "smoothed_loss", "final_train_loss"}  # no verdict per horizon
     assert a.optima.height == len(WIDTHS)  # the optima and verdicts still use every trial
+
+
+def test_searched_hparams_are_a_table_of_their_own_not_points_of_the_lr_curves(tmp_path: Path) -> None:
+    """Optuna trials that sampled hparams (optuna.hparams) join neither the LR curves nor the verdicts; the search
+    table shows each group's best trial, which may be one of them, beside the grid's best."""
+    grid = surface_trials({"mup": 0.0}, 3, noise=0.002).with_columns(pl.lit("grid").alias("phase"),
+                                                                     pl.lit("").alias("hparams"))
+    best_grid = grid.filter(pl.col("width") == 256).sort("val_loss").row(0, named=True)
+    searched = pl.DataFrame([{**best_grid, "trial_id": f"optuna-{i}", "phase": "optuna", "hparams": hp,
+                              "lr": best_grid["lr"] * 1.1, "val_loss": best_grid["val_loss"] + delta}
+                             for i, (hp, delta) in enumerate([("output_mult=2", -0.05), ("output_mult=0.5", 0.3)])],
+                            schema=grid.schema)
+    alone = analysis.analyze(write_sweep(tmp_path / "grid", grid, surface_spec(grid)))
+    both = analysis.analyze(write_sweep(tmp_path / "both", pl.concat([grid, searched]), surface_spec(grid)))
+    assert both.optima.equals(alone.optima) and both.transfer.equals(alone.transfer)  # the LR analysis: the grid's
+    assert alone.search.is_empty()  # no Optuna phase, no search table
+    row = both.search.filter(pl.col("width") == 256).row(0, named=True)
+    assert row["searched"] == 2 and row["best_trial"] == "optuna-0" and row["best_hparams"] == "output_mult=2"
+    assert row["gain"] == pytest.approx(0.05) and row["grid_best_val_loss"] == pytest.approx(best_grid["val_loss"])
+    other = both.search.filter(pl.col("width") != 256)
+    assert (other["searched"] == 0).all() and (other["best_hparams"] == "").all() and (other["gain"] == 0).all()
+    assert "| mup | adamw | 256 | 2 | " in summary_markdown(both) and "output_mult=2" in summary_markdown(both)
+    export = export_from_sweep(both, "mup", "adamw", 1024, tuned_width=256, from_search=True)
+    assert export.hparams == {"output_mult": 2.0} and export.lr == pytest.approx(best_grid["lr"] * 1.1)
+    with pytest.raises(ValueError, match="no Optuna search of mup/adamw at width 256"):
+        export_from_sweep(alone, "mup", "adamw", 1024, tuned_width=256, from_search=True)
 
 
 def test_a_trial_that_diverges_late_still_counts_at_an_early_horizon() -> None:

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--allow-unverified", action="store_true",
                    help="export even when the sweep's verdict for this parametrization is not 'transfers' (the file "
                         "and the console then say so)")
+    e.add_argument("--from-search", action="store_true",
+                   help="the LR and hparams (optuna.hparams) of the Optuna search's best trial at the base width, "
+                        "instead of the grid's fitted optimum")
     e.set_defaults(run=run_export)
 
 
@@ -144,7 +147,7 @@ def run_export(args: argparse.Namespace) -> int:
     writable_dir(str(out.parent) if str(out.parent) else ".")
     analysis = analyze(args.sweep_dir)
     export = export_from_sweep(analysis, args.parametrization, args.optimizer, args.width, args.base_width,
-                               args.allow_bound, args.allow_unverified)
+                               args.allow_bound, args.allow_unverified, args.from_search)
     write_export(export, out, fmt)
     warning = export.provenance.get("warning")
     if warning:
