@@ -77,6 +77,17 @@ def trial_gpus(spec: SweepSpec, width: int, optimizer: str, cluster_gpus: float,
                         gpu_memory_bytes)
 
 
+def warmup_gpus(spec: SweepSpec, width: int, optimizer: str, trial_share: float, gpu_memory_bytes: float) -> float:
+    """GPUs the compile warm-up's one step at `width` asks for (sweeps.warmup): with "auto", what its memory estimate
+    needs, even where the trial gets a whole GPU (compiling is mostly CPU work: graphs of several whole-GPU widths
+    then compile side by side on one GPU); otherwise, and without GPUs, the trial's own share."""
+    if spec.resources.gpu != "auto" or trial_share <= 0:
+        return trial_share
+    one_step = dataclasses.replace(spec.resources, whole_gpu_params=math.inf)
+    return gpu_fraction(spec.model_config(width), optimizer, spec.batch_size, spec.seq_len, one_step,
+                        gpu_memory_bytes)
+
+
 def gpu_memory_bytes(resources: ResourceSpec) -> float:
     """Memory of one GPU: the spec's gpu_memory_gb, else what nvidia-smi says the driver's first GPU has (on a
     cluster, give gpu_memory_gb when the driver has none), else 80 GB."""

@@ -28,6 +28,7 @@ from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.train import train
 
 from . import store
+from .packing import gpu_memory_bytes, warmup_gpus
 from .spec import SweepSpec
 from .trial import build_trial, placement, sweep_dir
 from .tuner import trial_resources
@@ -56,16 +57,20 @@ def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any]:
     """Compiles each distinct graph among the one-device trial configs once, in parallel Ray tasks with the trials'
-    resources (so they pack on the GPUs as the trials do, at most spec.max_concurrent at once; each task's process
-    exits after it, freeing its GPU memory), in the order of `configs`. A graph that fails is reported and left to
+    CPUs and the GPU share their one step's memory needs (packing.warmup_gpus: a width whose trials hold a whole GPU
+    compiles beside the others; at most spec.max_concurrent at once; each task's process exits after it, freeing its
+    GPU memory), in the order of `configs`. A graph that fails is reported and left to
     its trials. Returns {"graphs": distinct graphs, "seconds": wall time, "failed": graphs that failed}."""
     import ray
 
     _, bundles = trial_resources(spec)
+    memory = gpu_memory_bytes(spec.resources)
     firsts: dict[tuple, tuple[dict[str, Any], dict[str, float]]] = {}
     for cfg in (c for c in configs if c["workers"] == 1):
-        bundle = bundles[(cfg["point"]["width"], cfg["point"]["optimizer"])]
-        firsts.setdefault(graph_key(cfg, bundle["GPU"] > 0), (cfg, bundle))
+        width, optimizer = cfg["point"]["width"], cfg["point"]["optimizer"]
+        bundle = bundles[(width, optimizer)]
+        step = {"CPU": bundle["CPU"], "GPU": warmup_gpus(spec, width, optimizer, bundle["GPU"], memory)}
+        firsts.setdefault(graph_key(cfg, bundle["GPU"] > 0), (cfg, step))
     began = time.time()
     task = ray.remote(max_calls=1, max_retries=0)(warm_graph)
     queue, running, seconds, failed = list(firsts.values()), {}, [], 0

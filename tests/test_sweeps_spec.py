@@ -161,6 +161,19 @@ def test_auto_gpu_packing_shares_a_gpu_between_small_widths_only():
     assert packing.trial_gpus(specs.parse(VALID), 64, "adamw", cluster_gpus=0, gpu_memory_bytes=gpu) == 0.0
 
 
+def test_a_compile_warm_up_step_asks_for_its_memory_not_a_whole_gpu():
+    """Trials of a model over whole_gpu_params hold a GPU; their graph's one-step warm-up asks for what its memory
+    estimate needs, so graphs of several such widths compile side by side. An explicit share is kept."""
+    gpu = 141e9
+    spec = specs.parse({**VALID, "resources": {"whole_gpu_params": 1e3}})
+    trial = packing.trial_gpus(spec, 64, "adamw", cluster_gpus=1, gpu_memory_bytes=gpu)
+    step = packing.warmup_gpus(spec, 64, "adamw", trial, gpu)
+    assert trial == 1.0 and step == spec.resources.min_gpu_fraction  # a tiny model: the smallest share
+    assert packing.warmup_gpus(spec, 64, "adamw", 0.0, gpu) == 0.0  # no GPUs: none
+    fixed = specs.parse({**VALID, "resources": {"gpu": {32: 0.25, 64: 1.0}}})
+    assert packing.warmup_gpus(fixed, 64, "adamw", 1.0, gpu) == 1.0
+
+
 def test_a_second_driver_on_the_same_sweep_fails_before_any_work(tmp_path):
     with store.driver_lock(tmp_path):
         with pytest.raises(ValueError, match="another driver is running the sweep"):
