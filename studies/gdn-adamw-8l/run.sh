@@ -14,6 +14,10 @@
 #       mech   the mechanisms one at a time at widths 256 and 1024, 3 seeds: GDN-µP without the √d before the norm
 #              (gdn-mup-nosqrtd), with naive µP's gate rules (gdn-mup-mupgates) and with Adam's ε per role
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
+#       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
+#              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
+#       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
+#              widths either side and one octave each way (naive µP and the code variant: GDN-µP's); one sweep
 #       long   4× the steps (4800, 78.6M tokens a trial) at widths 256 and 1024, SP and GDN-µP at each one's
 #              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
 #              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
@@ -57,6 +61,27 @@ for PART in "$@"; do
         sweep --set "widths=[$W]" --set 'parametrizations=[gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps]' \
               --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" --set 'seeds=[0, 1, 2]'
       done ;;
+    others)
+      g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
+      for P in mup gdn-mup-code; do
+        groups+=("256 $P -10 -9 -8 -7" "1024 $P $((g1 - 1)) $g1 $((g1 + 1))" "2048 $P $((g2 - 1)) $g2 $((g2 + 1))")
+      done
+      plan "$DIR" cells 0,1,2 "${groups[@]}"
+      sweep "${SETS[@]}" ;;
+    mid)
+      groups=()
+      for P in sp gdn-mup mup gdn-mup-code; do
+        R=$P; [ "$P" = sp ] || R=gdn-mup  # naive µP and the code variant: around GDN-µP's optima
+        a=$(optima optimum 256 "$R" -9); b=$(optima optimum 1024 "$R" -9); c=$(optima optimum 2048 "$R" -9)
+        for W in 512 1536; do
+          if [ "$W" = 512 ]; then x=$a; y=$b; else x=$b; y=$c; fi
+          m=$(python3 -c "print(round(($x + $y) / 2))")
+          echo "width $W: $P around 2^$m"
+          groups+=("$W $P $((m - 1)) $m $((m + 1))")
+        done
+      done
+      plan "$DIR" cells 0,1,2 "${groups[@]}"
+      sweep "${SETS[@]}" ;;
     long)  # one sweep over the four groups' cells, then one over the LRs beyond the 4x optima on an edge
       X="${DIR%/}-4x"; LONG=(--set steps=4800 --set warmup_steps=480); groups=()
       for W in 256 1024; do
@@ -70,6 +95,6 @@ for PART in "$@"; do
       sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
       plan "$X" edges0
       [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
-    *) echo "unknown part $PART (base, wide, edge, w2048, mech, long)" >&2; exit 2 ;;
+    *) echo "unknown part $PART (base, wide, edge, w2048, mech, others, mid, long)" >&2; exit 2 ;;
   esac
 done
