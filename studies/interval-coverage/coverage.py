@@ -17,6 +17,15 @@ below, about what the study's curves show either way round), which a three-point
 Prints one row per setting: how often each width's 90% interval holds x*_w, how often the slope's holds the true
 slope, and the verdicts' frequencies at a true slope of 0 and of +0.35; then how often the 5th–95th percentiles of
 the same bootstrap replicates would have held them (the rule the seed intervals do not use).
+
+With --horizons: the horizon shift's intervals instead (analysis.horizon_table). One width, four learning rates one
+octave apart (2^-12 … 2^-9, the 8-layer study's SP grid at width 2048) and n seeds; seed s's validation loss at
+log2 LR x and horizon h (50% or 100% of the steps) is a·(x − x*_h)² + o_s + e_{s,x,h}, x*_100 = x*_50 + shift,
+x*_50 uniform in [−11, −10.5], o_s shared by every LR and both horizons, and e the per-trial scatter correlated ρ
+between the two horizons of one run. Prints how often the shift's 90% interval holds the true shift (0 or +0.35)
+and how often it is called `moving` (the interval excludes 0) or `settled` (inside ±0.25 octave).
+
+    python3 studies/interval-coverage/coverage.py --horizons [--sims 400] [--out studies/interval-coverage/horizons.md]
 """
 from __future__ import annotations
 
@@ -111,6 +120,64 @@ def run(setting: Setting, sims: int) -> dict:
             "percentiles: slope covered %": 100 * np.mean(pct_slope_held)}
 
 
+HORIZON_LRS = np.arange(-12.0, -8.0)  # 2^-12 … 2^-9: the 8-layer study's SP grid at width 2048
+SHIFTS = (0.0, 0.35)                  # true shifts from 50% to 100% of the steps, octaves
+STEPS = [(50, "val_loss_h50"), (100, "val_loss")]
+
+
+@dataclass(frozen=True)
+class HorizonSetting:
+    name: str
+    curvature: float     # a: nats per octave² around the optimum
+    scatter: float       # σ: per-trial nats at each horizon
+    correlation: float   # ρ: of one run's scatter at its two horizons
+    seeds: int
+
+
+HORIZON_SETTINGS = [
+    HorizonSetting("typical, ρ = 0.5", 0.012, 0.004, 0.5, 3),
+    HorizonSetting("typical, independent horizons", 0.012, 0.004, 0.0, 3),
+    HorizonSetting("noisy, ρ = 0.5", 0.012, 0.012, 0.5, 3),
+]
+
+
+def simulate_horizons(setting: HorizonSetting, shift: float, rng: np.random.Generator) -> pl.DataFrame:
+    """One sweep's trials: val_loss_h50 and val_loss (the columns analysis.estimate reads)."""
+    x50 = rng.uniform(-11.0, -10.5)
+    offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
+    rows = []
+    for s in range(setting.seeds):
+        shared = rng.normal(0.0, 1.0, len(HORIZON_LRS))
+        own = rng.normal(0.0, 1.0, (2, len(HORIZON_LRS)))
+        mix = np.sqrt(setting.correlation) * shared + np.sqrt(1 - setting.correlation) * own
+        h50, h100 = (1.0 + setting.curvature * (HORIZON_LRS - x) ** 2 + offsets[s] + setting.scatter * e
+                     for x, e in ((x50, mix[0]), (x50 + shift, mix[1])))
+        rows += [dict(parametrization="p", optimizer="adamw", width=2048, lr=2.0 ** x, seed=s, status="ok",
+                      val_loss_h50=float(a), val_loss=float(b)) for x, a, b in zip(HORIZON_LRS, h50, h100)]
+    return pl.DataFrame(rows)
+
+
+def run_horizons(setting: HorizonSetting, sims: int) -> dict:
+    """Coverage of the shift's interval and the calls' rates over `sims` sweeps at each true shift."""
+    rng = np.random.default_rng(0)
+    held, calls = [], {s: [] for s in SHIFTS}
+    for shift in SHIFTS:
+        for _ in range(sims):
+            trials = simulate_horizons(setting, shift, rng)
+            table = analysis.horizon_table({m: analysis.estimate(trials, m) for _, m in STEPS}, STEPS)
+            (row,) = table.filter(pl.col("horizon") == 100).to_dicts()
+            held.append(row["shift_lo"] <= shift <= row["shift_hi"])
+            calls[shift].append(row["still_moving"])
+
+    def share(shift: float, call: str) -> float:
+        return 100 * calls[shift].count(call) / len(calls[shift])
+
+    return {"setting": setting.name, "a": setting.curvature, "σ": setting.scatter, "ρ": setting.correlation,
+            "seeds": setting.seeds, "shift covered %": 100 * np.mean(held),
+            "shift 0: settled %": share(0.0, "settled"), "shift 0: moving %": share(0.0, "moving"),
+            "shift +0.35: moving %": share(0.35, "moving"), "shift +0.35: settled %": share(0.35, "settled")}
+
+
 def table(rows: list[dict]) -> str:
     head = list(rows[0])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
@@ -122,8 +189,9 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sims", type=int, default=400, help="simulated sweeps per setting and true slope")
+    parser.add_argument("--sims", type=int, default=400, help="simulated sweeps per setting and true slope or shift")
     parser.add_argument("--out", type=Path, help="also write the table, with its command and date, here")
+    parser.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -131,15 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out: no directory {args.out.parent}")
     start = time.time()
     rows = []
-    for setting in SETTINGS:
-        rows.append(run(setting, args.sims))
+    for setting in HORIZON_SETTINGS if args.horizons else SETTINGS:
+        rows.append(run_horizons(setting, args.sims) if args.horizons else run(setting, args.sims))
         print(f"{setting.name}: {time.time() - start:.0f} s", file=sys.stderr)
     text = table(rows)
     print(text)
     if args.out:
-        args.out.write_text(f"`python3 studies/interval-coverage/coverage.py --sims {args.sims}`, {date.today()}, "
-                            f"{time.time() - start:.0f} s on a CPU; 90% intervals, {args.sims} simulated sweeps per "
-                            f"setting and true slope.\n\n{text}\n")
+        flag, truth = (" --horizons", "shift") if args.horizons else ("", "slope")
+        command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
+        args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
+                            f"{args.sims} simulated sweeps per setting and true {truth}.\n\n{text}\n")
     return 0
 
 
