@@ -568,13 +568,14 @@ def search_table(trials: pl.DataFrame) -> pl.DataFrame:
         if done.is_empty():
             continue
         best = done.sort("val_loss").row(0, named=True)
+        row = dict(parametrization=p, optimizer=o, width=w, searched=int((g["phase"] == "optuna").sum()),
+                   best_trial=best["trial_id"], best_lr=best["lr"], best_hparams=best["hparams"],
+                   best_val_loss=best["val_loss"])
         grid = done.filter(pl.col("phase") == "grid").sort("val_loss")
-        grid_best = grid.row(0, named=True) if grid.height else None
-        rows.append(dict(parametrization=p, optimizer=o, width=w, searched=int((g["phase"] == "optuna").sum()),
-                         best_trial=best["trial_id"], best_lr=best["lr"], best_hparams=best["hparams"],
-                         best_val_loss=best["val_loss"], grid_best_lr=grid_best and grid_best["lr"],
-                         grid_best_val_loss=grid_best and grid_best["val_loss"],
-                         gain=grid_best and grid_best["val_loss"] - best["val_loss"]))
+        if grid.height:
+            row |= dict(grid_best_lr=grid["lr"][0], grid_best_val_loss=grid["val_loss"][0],
+                        gain=grid["val_loss"][0] - best["val_loss"])
+        rows.append(row)
     return pl.DataFrame(rows, schema=SEARCH_SCHEMA)
 
 

@@ -129,7 +129,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary  # imports Ray: after configure_ray_env
 
-    todo = [p for p in spec.grid() if p.key not in store.finished_ids(out)]  # damaged rows: quarantined, missing
+    todo = missing_grid(spec, out)  # damaged rows: quarantined, missing
     run = len(store.read_runs(out)) + 1
     started = time.time()
     store.append_run(out, {"run": run, "started_at": started, "address": address})
@@ -154,7 +154,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     store.append_run(out, line)
     store.consolidate(out)
     print_summary(out)
-    left = [p for p in spec.grid() if p.key not in store.finished_ids(out)]
+    left = missing_grid(spec, out)
     if left:
         print(f"{len(left)} grid trial(s) have no finished result (interrupted or errors): "
               f"deltamup sweep {out} --resume runs them")
@@ -170,8 +170,13 @@ def widths_to_run(spec: SweepSpec, out: Path) -> list[int]:
         return sorted(spec.widths)
     if not out.is_dir():
         return sorted({p.width for p in spec.grid()})
+    return sorted({p.width for p in missing_grid(spec, out) + missing_refine(spec, out)})
+
+
+def missing_grid(spec: SweepSpec, out: Path) -> list[TrialPoint]:
+    """The grid's points without a finished row in DIR."""
     done = store.finished_ids(out)
-    return sorted({p.width for p in spec.grid() if p.key not in done} | {p.width for p in missing_refine(spec, out)})
+    return [p for p in spec.grid() if p.key not in done]
 
 
 def missing_refine(spec: SweepSpec, out: Path) -> list[TrialPoint]:

@@ -59,8 +59,8 @@ def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any
     """Compiles each distinct graph among the one-device trial configs once, in parallel Ray tasks with the trials'
     CPUs and the GPU share their one step's memory needs (packing.warmup_gpus: a width whose trials hold a whole GPU
     compiles beside the others; at most spec.max_concurrent at once; each task's process exits after it, freeing its
-    GPU memory), in the order of `configs`. A graph that fails is reported and left to
-    its trials. Returns {"graphs": distinct graphs, "seconds": wall time, "failed": graphs that failed}."""
+    GPU memory), in the order of `configs`. A graph that fails is reported and left to its trials. Returns
+    {"graphs": distinct graphs, "seconds": wall time, "failed": graphs that failed}."""
     import ray
 
     _, bundles = trial_resources(spec)
