@@ -20,7 +20,8 @@
 #              widths either side and one octave each way (naive µP and the code variant: GDN-µP's); one sweep
 #       depth4 the same 1200 steps at depth 4, widths 256 and 1024, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2, into
 #              the sweep directory DIR-4l (the trial ids do not hold the depth): with the 4-layer studies' 300 steps
-#              and this study's 8 layers, it tells whether the steps or the depth turn SP's lead at 4 layers around
+#              and this study's 8 layers, it tells whether the steps or the depth turn SP's lead at 4 layers around;
+#              then one more LR, seeds 0–2, beyond each 3-seed optimum on the edge of its LRs
 #       long   4× the steps (4800, 78.6M tokens a trial) at widths 256 and 1024, SP and GDN-µP at each one's
 #              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
 #              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
@@ -85,8 +86,12 @@ for PART in "$@"; do
       done
       plan "$DIR" cells 0,1,2 "${groups[@]}"
       sweep "${SETS[@]}" ;;
-    depth4) sweep_to "${DIR%/}-4l" --set model.depth=4 --set 'widths=[256, 1024]' \
-              --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" --set 'seeds=[0, 1, 2]' ;;
+    depth4)  # the grid, then one sweep over the LRs beyond its 3-seed optima on an edge
+      X="${DIR%/}-4l"
+      sweep_to "$X" --set model.depth=4 --set 'widths=[256, 1024]' \
+               --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" --set 'seeds=[0, 1, 2]'
+      plan "$X" edges
+      [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" --set model.depth=4 "${SETS[@]}" ;;
     long)  # one sweep over the four groups' cells, then one over the LRs beyond the 4x optima on an edge
       X="${DIR%/}-4x"; LONG=(--set steps=4800 --set warmup_steps=480); groups=()
       for W in 256 1024; do
