@@ -185,14 +185,13 @@ def skipped(out: Path) -> list[str]:
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Atomically writes `table` with polars where it is installed (the GPU machine has only pyarrow)."""
+    """Atomically writes `table`, losslessly and small (a 1200-step curve: ≈ 20 kB, not 43 kB): zstd, the float
+    columns byte-stream split, dictionaries only for the strings."""
     tmp = _atomic_path(path)
-    try:
-        import polars as pl
-    except ImportError:
-        pq.write_table(table, tmp)
-    else:
-        pl.from_arrow(table).write_parquet(tmp)
+    floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    pq.write_table(table, tmp, compression="zstd", compression_level=9, use_byte_stream_split=floats,
+                   use_dictionary=strings)
     os.replace(tmp, path)
 
 
