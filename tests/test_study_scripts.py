@@ -121,3 +121,10 @@ def test_run_scripts_parse_and_refuse_an_unknown_part(script: Path, tmp_path: Pa
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert result.stderr.strip().startswith("unknown part nope")
+
+
+def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: Path) -> None:
+    result = subprocess.run(["bash", "maintainers/gpu/part.sh", "nope", "10", "base"], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)})
+    assert result.returncode == 2 and result.stderr.strip() == "part.sh: no study nope (studies/nope/run.sh)"
+    assert not list(tmp_path.iterdir())

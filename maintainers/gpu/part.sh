@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with carry [".gpu/sbundle", ".gpu/corpus.tar.xz"]: a study's parts
+# under one time limit, each sweep directory tarred into $OUT for the trip back. A warm machine keeps
+# /tmp/st/STUDY/ (the sweep directories with their checkpoints and compile cache) from the command before, so the
+# next command resumes there; a fresh one starts from the committed sweep directories.
+#   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
+# Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
+set -u
+STUDY=$1; SECONDS_LEFT=$2; shift 2
+[ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
+source .gpu/sbundle/setup.sh
+python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
+  || { cat /tmp/pip-install.log; exit 1; }
+[ -f /tmp/deltamup/corpus/tokens.bin ] || { mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz; }
+WORK=/tmp/st/$STUDY
+mkdir -p "$WORK"
+for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
+  [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
+done
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run.sh" "$WORK/sweep" \
+  /tmp/deltamup/corpus "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
+for d in "$WORK"/sweep*/; do
+  bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz"
+done
