@@ -26,6 +26,17 @@ between the two horizons of one run. Prints how often the shift's 90% interval h
 and how often it is called `moving` (the interval excludes 0) or `settled` (inside ±0.25 octave).
 
     python3 studies/interval-coverage/coverage.py --horizons [--sims 400] [--out studies/interval-coverage/horizons.md]
+
+With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
+parametrizations at one width, the same four learning rates and n seeds; seed s's loss for parametrization p is
+m_p + a·(x − x*_p)² + o_s + e_{s,p,x}, x*_a uniform in [−9, −8.5] and x*_b one octave below it (SP's optimum below
+GDN-µP's, as at width 1024 in the studies), o_s shared by both (pairing by seed removes it), m_b = 1 and m_a = 1 + Δ.
+The truth is the difference of the two true curves' minima over the grid, what "each at its own best grid LR" means
+without noise. Prints how often the 90% interval holds it and how often each side is called lower, at Δ = 0 and at
+Δ = +0.03 (the 0.03–0.04 nats the DeltaProduct₂ study measured).
+
+    python3 studies/interval-coverage/coverage.py --head-to-head [--sims 400] \
+        [--out studies/interval-coverage/head-to-head.md]
 """
 from __future__ import annotations
 
@@ -40,6 +51,7 @@ import numpy as np
 import polars as pl
 
 from deltamup.reports import analysis, intervals
+from deltamup.reports.head_to_head import head_to_head
 
 WIDTHS = (256, 1024)
 LOG2_LRS = np.arange(-10.0, -6.0)  # 2^-10 … 2^-7
@@ -178,6 +190,62 @@ def run_horizons(setting: HorizonSetting, sims: int) -> dict:
             "shift +0.35: moving %": share(0.35, "moving"), "shift +0.35: settled %": share(0.35, "settled")}
 
 
+GAPS = (0.0, 0.03)  # true Δ = a − b at each one's best grid LR, nats
+PAIR_WIDTH = 1024
+
+
+@dataclass(frozen=True)
+class PairSetting:
+    name: str
+    curvature: float     # a: nats per octave² around each optimum
+    scatter: float       # σ: per-trial nats
+    seeds: int
+
+
+PAIR_SETTINGS = [
+    PairSetting("typical (study, width 256)", 0.012, 0.004, 3),
+    PairSetting("noisy (study, width 1024)", 0.012, 0.012, 3),
+    PairSetting("flat bowl, noisy", 0.006, 0.012, 3),
+    PairSetting("noisy, 5 seeds", 0.012, 0.012, 5),
+]
+
+
+def simulate_pair(setting: PairSetting, gap: float, rng: np.random.Generator) -> tuple[pl.DataFrame, float]:
+    """One sweep's trials of parametrizations a and b at one width, and the true a − b at each one's best grid LR."""
+    x_a = rng.uniform(-9.0, -8.5)
+    offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
+    true_min, rows = {}, []
+    for name, x_star, floor in (("a", x_a, 1.0 + gap), ("b", x_a - 1.0, 1.0)):
+        curve = floor + setting.curvature * (LOG2_LRS - x_star) ** 2
+        true_min[name] = float(curve.min())
+        for s in range(setting.seeds):
+            losses = curve + offsets[s] + rng.normal(0.0, setting.scatter, len(LOG2_LRS))
+            rows += [dict(parametrization=name, optimizer="adamw", width=PAIR_WIDTH, lr=2.0 ** x, seed=s,
+                          val_loss=float(v), status="ok") for x, v in zip(LOG2_LRS, losses)]
+    return pl.DataFrame(rows), true_min["a"] - true_min["b"]
+
+
+def run_pair(setting: PairSetting, sims: int) -> dict:
+    """Coverage of the own-best difference's interval and the calls' rates over `sims` sweeps at each true Δ."""
+    rng = np.random.default_rng(0)
+    held, calls = [], {g: [] for g in GAPS}
+    for gap in GAPS:
+        for _ in range(sims):
+            trials, truth = simulate_pair(setting, gap, rng)
+            est = analysis.estimate(trials, "val_loss")
+            (row,) = head_to_head(analysis.trial_losses(trials, "val_loss"), est.optima).to_dicts()
+            held.append(row["diff_lo"] <= truth <= row["diff_hi"])
+            calls[gap].append(row["better"])
+
+    def share(gap: float, call: str) -> float:
+        return 100 * calls[gap].count(call) / len(calls[gap])
+
+    return {"setting": setting.name, "a": setting.curvature, "σ": setting.scatter, "seeds": setting.seeds,
+            "difference covered %": 100 * np.mean(held), "Δ 0: a lower %": share(0.0, "a"),
+            "Δ 0: b lower %": share(0.0, "b"), "Δ +0.03: b lower %": share(0.03, "b"),
+            "Δ +0.03: a lower %": share(0.03, "a")}
+
+
 def table(rows: list[dict]) -> str:
     head = list(rows[0])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
@@ -191,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=400, help="simulated sweeps per setting and true slope or shift")
     parser.add_argument("--out", type=Path, help="also write the table, with its command and date, here")
-    parser.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
+    mode.add_argument("--head-to-head", action="store_true", help="the head-to-head differences' intervals instead")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -199,13 +269,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out: no directory {args.out.parent}")
     start = time.time()
     rows = []
-    for setting in HORIZON_SETTINGS if args.horizons else SETTINGS:
-        rows.append(run_horizons(setting, args.sims) if args.horizons else run(setting, args.sims))
+    settings, run_one, flag, truth = ((HORIZON_SETTINGS, run_horizons, " --horizons", "shift") if args.horizons else
+                                      (PAIR_SETTINGS, run_pair, " --head-to-head", "difference") if args.head_to_head
+                                      else (SETTINGS, run, "", "slope"))
+    for setting in settings:
+        rows.append(run_one(setting, args.sims))
         print(f"{setting.name}: {time.time() - start:.0f} s", file=sys.stderr)
     text = table(rows)
     print(text)
     if args.out:
-        flag, truth = (" --horizons", "shift") if args.horizons else ("", "slope")
         command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
         args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
                             f"{args.sims} simulated sweeps per setting and true {truth}.\n\n{text}\n")
