@@ -17,9 +17,11 @@ mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run.sh" "$WORK/sweep" \
   /tmp/deltamup/corpus "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
+rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 for d in "$WORK"/sweep*/; do
   bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz"
 done
+exit "$rc"
