@@ -41,9 +41,6 @@ class SiteMap:
                 for module_name, _ in model.named_modules() if module_name and re.search(pattern, module_name)]
 
 
-MultiplierMap = SiteMap  # labels are models.Multipliers fields
-
-
 @dataclass(frozen=True)
 class RoleMap:
     """name: what the map is for; patterns: (regex on the parameter name, Role), first match wins; multipliers and

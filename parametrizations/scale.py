@@ -52,5 +52,4 @@ def as_scale(x: Scale | float) -> Scale:
 
 m = Scale(m_pow=1.0)
 d = Scale(d_pow=1.0)
-ONE = Scale(1.0)
 NO_DECAY = Scale(0.0)
