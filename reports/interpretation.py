@@ -39,14 +39,33 @@ def lr_interval(lo: float | None, hi: float | None, digits: int = 2) -> str:
 
 
 def budget_text(a: Analysis) -> str:
-    """'300 steps, 4.9M tokens per trial, depth 4, widths 256–1536'."""
+    """'300 steps, 4.9M tokens per trial, depth 4, widths 256–1536, 1.1 → 0.032 tokens per parameter' (the last
+    where the trial records hold their parameter counts)."""
     b, widths = a.budget, sorted(a.optima["width"].unique().to_list())
     parts = []
     if b.get("steps"):
         parts.append(f"{b['steps']} steps, {b['tokens_per_trial'] / 1e6:.3g}M tokens per trial, depth {b['depth']}")
     if widths:
         parts.append(f"widths {widths[0]}–{widths[-1]}" if len(widths) > 1 else f"width {widths[0]}")
+        ratio = tokens_per_parameter(a, [widths[0], widths[-1]]) if b.get("tokens_per_trial") else []
+        if ratio:
+            parts.append(f"{' → '.join(f'{r:.2g}' for r in ratio)} tokens per parameter")
     return ", ".join(parts)
+
+
+def tokens_per_parameter(a: Analysis, widths: list[int]) -> list[float]:
+    """A trial's tokens over its model's parameters at each of `widths` (the median over the trials that record
+    `params`); [] where a width has none."""
+    trials = a.sweep.trials
+    if "params" not in trials.columns:
+        return []
+    out = []
+    for width in dict.fromkeys(widths):
+        params = trials.filter((pl.col("width") == width) & pl.col("params").is_not_null())["params"]
+        if params.is_empty():
+            return []
+        out.append(a.budget["tokens_per_trial"] / float(params.median()))
+    return out
 
 
 def verdict_line(t: dict) -> str:

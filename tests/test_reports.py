@@ -103,6 +103,20 @@ def test_figures_are_the_same_bytes_each_time(tmp_path: Path) -> None:
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
 
 
+def test_the_budget_gives_tokens_per_parameter_where_trials_record_params(tmp_path: Path) -> None:
+    """With each trial's parameter count recorded, the verdict's budget says how many tokens a parameter saw at the
+    narrowest and widest widths (25,600 tokens a trial over width² parameters); without it, nothing is made up."""
+    from deltamup.reports import analysis
+    from deltamup.reports.interpretation import budget_text
+
+    trials = surface_trials({"sp": -1.0}, 3, noise=0.01)
+    plain = budget_text(analysis.analyze(write_sweep(tmp_path / "plain", trials, surface_spec(trials))))
+    assert plain == "50 steps, 0.0256M tokens per trial, depth 2, widths 256–2048"
+    counted = trials.with_columns((pl.col("width") ** 2).alias("params"))
+    text = budget_text(analysis.analyze(write_sweep(tmp_path / "counted", counted, surface_spec(counted))))
+    assert text == plain + f", {25600 / 256 ** 2:.2g} → {25600 / 2048 ** 2:.2g} tokens per parameter"
+
+
 def test_summary_is_the_headline_table(report: Report) -> None:
     """summary.md: the generated paragraph, then one row per parametrization with its verdict and intervals, widths
     as columns (best LR and its interval), bounds marked, wider-is-better flags."""
