@@ -8,6 +8,7 @@ from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
+from deltamup.sweeps.plan import plan, plan_text
 from deltamup.sweeps.runner import run_sweep, widths_to_run
 
 
@@ -27,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or auto kernel backend; with compile: true the sweep's compile warm-up does this too), and "
                         "check every candidate config there against fp64: those off it are left out of the trials' "
                         "autotuning; only the widths left to run, nothing when none is")
+    p.add_argument("--plan", action="store_true",
+                   help="print, per width, the trials left, parameters, tokens per parameter, memory and GPU share a "
+                        "trial, and the GPU time left where DIR has finished trials of the same model to time; run "
+                        "nothing")
     p.set_defaults(run=run)
 
 
@@ -40,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out or Path("runs/sweeps") / spec.name)
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
+    if args.plan:
+        print(plan_text(spec, plan(spec, out)))
+        return 0
     if args.warm_kernels:
         use_cache(store.compile_cache_dir(out))  # the folder the trials' Triton cache is in (sweeps.trial)
         warm_kernels(spec, widths_to_run(spec, out))

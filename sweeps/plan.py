@@ -1,0 +1,83 @@
+"""What a sweep would run and cost, before it runs (`deltamup sweep SPEC --plan`): per width, the trials its grid
+holds and those the sweep directory still lacks, the model's parameters and the tokens a parameter sees, the memory
+a trial needs and the GPU share `gpu: auto` would give it, and, where the directory already holds finished trials of
+the same model and batch at that width, the GPU time left.
+
+    plan(spec, out) -> one row per width:
+        width, trials, left      grid (and refinement) points, and those without a finished row in out
+        params, tokens_per_param the model's parameters; tokens a trial (steps × batch × sequence) over them
+        memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
+        step_seconds             the measured mean seconds a step of out's finished trials at this width with this
+                                 model (every field the record holds) and batch, as they ran (packed: side by side);
+                                 None without
+        minutes_left             left × steps × step_seconds × gpu_share / 60: GPU-minutes of training steps (for
+                                 trials without GPUs, gpu_share 0: their minutes); None without step_seconds
+
+Nothing is started or written. With `search: optuna` the trials are the grid's warm start; the search adds its own.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from . import store
+from .packing import gpu_memory_bytes, parameter_count, trial_gpus, trial_memory_bytes
+from .refine import refine_points
+from .runner import missing_grid, missing_refine
+from .spec import SweepSpec
+
+
+def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
+    """The rows of the module docstring, one per width of the spec."""
+    points = spec.grid()
+    if spec.search == "refine" and out.is_dir():
+        points = points + refine_points(spec, store.read_records(out))
+    left = (missing_grid(spec, out) + missing_refine(spec, out)) if out.is_dir() else points
+    records = store.read_trials(out) if out.is_dir() else []
+    gpu_memory = gpu_memory_bytes(spec.resources)
+    tokens = spec.steps * spec.batch_size * spec.seq_len
+    rows = []
+    for width in sorted({p.width for p in points}):
+        config = spec.model_config(width)
+        same = [r for r in records if r.width == width and r.train_seconds and r.steps
+                and all(getattr(config, k, None) == v for k, v in r.model.items())
+                and (r.config.get("batch_size"), r.config.get("seq_len")) == (spec.batch_size, spec.seq_len)]
+        step_seconds = statistics.mean(r.train_seconds / r.steps for r in same) if same else None
+        share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)
+        n_left = sum(p.width == width for p in left)
+        memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len) for o in spec.optimizers)
+        minutes = n_left * spec.steps * step_seconds * (share or 1.0) / 60 if step_seconds is not None else None
+        rows.append(dict(
+            width=width, trials=sum(p.width == width for p in points), left=n_left,
+            params=parameter_count(config), tokens_per_param=tokens / parameter_count(config),
+            memory_gib=memory / 2**30, gpu_share=share, step_seconds=step_seconds, minutes_left=minutes))
+    return rows
+
+
+def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
+    """The plan as an aligned table with a total line."""
+    on_gpus = any(r["gpu_share"] for r in rows)
+    unit = "GPU-minutes" if on_gpus else "trial-minutes"
+    head = ("width", "trials", "left", "params", "tokens/param", "GiB a trial", "GPU share", "s a step (measured)",
+            f"{unit} left")
+    body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.1f}M",
+             f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}", f"{r['gpu_share']:g}",
+             f"{r['step_seconds']:.3f}" if r["step_seconds"] is not None else "–",
+             f"{r['minutes_left']:.1f}" if r["minutes_left"] is not None else "–") for r in rows]
+    widths = [max(len(c) for c in column) for column in zip(head, *body)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in (head, *body)]
+    known = [r["minutes_left"] for r in rows if r["minutes_left"] is not None]
+    unmeasured = [str(r["width"]) for r in rows if r["minutes_left"] is None and r["left"]]
+    total = (f"{sum(r['left'] for r in rows)} of {sum(r['trials'] for r in rows)} trials left, "
+             f"{spec.steps} steps × {spec.batch_size} × {spec.seq_len} tokens a trial")
+    if on_gpus:
+        total += f", GPU shares for {gpu_memory_bytes(spec.resources) / 1e9:.0f} GB GPUs (resources.gpu_memory_gb)"
+    if known:
+        total += (f"; ≈ {sum(known):.1f} {unit} of training steps at the measured widths (evaluation, compile "
+                  "warm-up and the gaps between trials come on top)")
+    if unmeasured:
+        total += f"; no finished trial of this model to time at width {', '.join(unmeasured)}"
+    if spec.search == "optuna":
+        total += "; Optuna adds its own trials to these (the grid is its warm start)"
+    return "\n".join(lines + [total])
