@@ -8,10 +8,13 @@
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
 # seeds_around and edges run every (width, parametrization) of theirs in one sweep (its `only` cells): one driver
 # run, its graphs compiled side by side and its trials packed together, instead of one run a group.
+# PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
+# memory, GPU time left from the finished trials) and runs nothing; a part that picks its LRs from results the
+# plan did not produce plans from what the directory already holds.
 sweep_to() {
   local out=$1; shift
   python3 -m deltamup sweep "$SPEC" --out "$out" --resume --warm-kernels --progress-every 60 \
-    --set task.path="$CORPUS" "$@"
+    --set task.path="$CORPUS" ${PLAN:+--plan} "$@"
 }
 sweep() { sweep_to "$DIR" "$@"; }
 optima() { python3 studies/optima.py "$DIR" "$@"; }

@@ -67,7 +67,7 @@ def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
              f"{r['minutes_left']:.1f}" if r["minutes_left"] is not None else "–") for r in rows]
     widths = [max(len(c) for c in column) for column in zip(head, *body)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in (head, *body)]
-    known = [r["minutes_left"] for r in rows if r["minutes_left"] is not None]
+    known = [r["minutes_left"] for r in rows if r["minutes_left"] is not None and r["left"]]
     unmeasured = [str(r["width"]) for r in rows if r["minutes_left"] is None and r["left"]]
     total = (f"{sum(r['left'] for r in rows)} of {sum(r['trials'] for r in rows)} trials left, "
              f"{spec.steps} steps × {spec.batch_size} × {spec.seq_len} tokens a trial")

@@ -83,7 +83,8 @@ def test_unfinished_trials_and_too_few_seeds_do_not_count(tmp_path: Path) -> Non
 
 def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> None:
     """parts.sh's seeds_around through the real CLI on a sweep whose cells are all finished: one driver run, the
-    cells in its spec as run, no kernel warm-up and no trial launched."""
+    cells in its spec as run, no kernel warm-up and no trial launched; with PLAN=1, the same part's plan and no
+    driver run."""
     (tmp_path / "a.txt").write_text("Gated DeltaNet and DeltaProduct share one kernel. " * 200)
     prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)
     spec_path = tmp_path / "spec.yaml"
@@ -112,6 +113,10 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
     assert as_run["seeds"] == [1, 2] and as_run["only"] == [
         {"widths": [32], "parametrizations": ["sp"], "lrs": [2.0 ** -7, 2.0 ** -8, 2.0 ** -6]},
         {"widths": [64], "parametrizations": ["sp"], "lrs": [2.0 ** -6, 2.0 ** -7, 2.0 ** -5]}]
+    planned = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1"})
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert "0 of 12 trials left" in planned.stdout and len(store.read_runs(out)) == len(runs)  # planned, not run
 
 
 @pytest.mark.parametrize("script", RUN_SCRIPTS, ids=lambda p: p.parent.name)
