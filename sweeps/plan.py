@@ -4,7 +4,7 @@ a trial needs and the GPU share `gpu: auto` would give it, and, where the direct
 the same model and batch at that width, the GPU time left.
 
     plan(spec, out) -> one row per width:
-        width, trials, left      grid (and refinement) points, and those without a finished row in out
+        width, trials, left      grid (refinement, Optuna) trials, and those without a finished row in out
         params, tokens_per_param the model's parameters; tokens a trial (steps × batch × sequence) over them
         memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
         step_seconds             the measured mean seconds a step of out's finished trials at this width with this
@@ -13,7 +13,8 @@ the same model and batch at that width, the GPU time left.
         minutes_left             left × steps × step_seconds × gpu_share / 60: GPU-minutes of training steps (for
                                  trials without GPUs, gpu_share 0: their minutes); None without step_seconds
 
-Nothing is started or written. With `search: optuna` the trials are the grid's warm start; the search adds its own.
+Nothing is started or written. With `search: optuna` the trials are the grid's and `optuna.trials` more per
+(parametrization, optimizer) at each width.
 """
 from __future__ import annotations
 
@@ -45,11 +46,15 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
                 and (r.config.get("batch_size"), r.config.get("seq_len")) == (spec.batch_size, spec.seq_len)]
         step_seconds = statistics.mean(r.train_seconds / r.steps for r in same) if same else None
         share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)
-        n_left = sum(p.width == width for p in left)
+        n_trials, n_left = sum(p.width == width for p in points), sum(p.width == width for p in left)
+        if spec.search == "optuna":  # its trials per (parametrization, optimizer) group, after the grid
+            searched = spec.optuna.trials * len(spec.parametrizations) * len(spec.optimizers)
+            done = sum(r.phase == "optuna" and r.width == width and r.finished for r in records)
+            n_trials, n_left = n_trials + searched, n_left + max(0, searched - done)
         memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len) for o in spec.optimizers)
         minutes = n_left * spec.steps * step_seconds * (share or 1.0) / 60 if step_seconds is not None else None
         rows.append(dict(
-            width=width, trials=sum(p.width == width for p in points), left=n_left,
+            width=width, trials=n_trials, left=n_left,
             params=parameter_count(config), tokens_per_param=tokens / parameter_count(config),
             memory_gib=memory / 2**30, gpu_share=share, step_seconds=step_seconds, minutes_left=minutes))
     return rows
@@ -61,7 +66,7 @@ def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
     unit = "GPU-minutes" if on_gpus else "trial-minutes"
     head = ("width", "trials", "left", "params", "tokens/param", "GiB a trial", "GPU share", "s a step (measured)",
             f"{unit} left")
-    body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.1f}M",
+    body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.3g}M",
              f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}", f"{r['gpu_share']:g}",
              f"{r['step_seconds']:.3f}" if r["step_seconds"] is not None else "–",
              f"{r['minutes_left']:.1f}" if r["minutes_left"] is not None else "–") for r in rows]
@@ -78,6 +83,4 @@ def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
                   "warm-up and the gaps between trials come on top)")
     if unmeasured:
         total += f"; no finished trial of this model to time at width {', '.join(unmeasured)}"
-    if spec.search == "optuna":
-        total += "; Optuna adds its own trials to these (the grid is its warm start)"
     return "\n".join(lines + [total])

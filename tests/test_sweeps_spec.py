@@ -233,7 +233,7 @@ def test_plan_says_what_is_left_and_times_it_from_finished_trials_of_the_same_mo
     assert main(["sweep", str(spec_path), "--out", str(out), "--plan"]) == 0
     lines = capsys.readouterr().out.splitlines()
     params = packing.parameter_count(spec.model_config(32))
-    assert lines[1].split() == ["32", "4", "1", f"{params / 1e6:.1f}M", f"{600 * 8 * 64 / params:.3g}",
+    assert lines[1].split() == ["32", "4", "1", f"{params / 1e6:.3g}M", f"{600 * 8 * 64 / params:.3g}",
                                 lines[1].split()[5], "0.5", "0.200", "1.0"]  # 1 trial × 600 steps × 0.2 s × 0.5
     assert lines[2].split()[:3] == ["64", "4", "4"] and lines[2].split()[-2:] == ["–", "–"]
     assert lines[3].startswith("5 of 8 trials left, 600 steps × 8 × 64 tokens a trial") and "width 64" in lines[3]
@@ -241,3 +241,14 @@ def test_plan_says_what_is_left_and_times_it_from_finished_trials_of_the_same_mo
     assert main(["sweep", str(spec_path), "--out", str(out), "--set", "model.depth=2", "--plan"]) == 0
     deeper = capsys.readouterr().out.splitlines()
     assert deeper[1].split()[:3] == ["32", "4", "1"] and deeper[1].split()[-2:] == ["–", "–"]
+
+
+def test_plan_counts_an_optuna_search_s_own_trials(tmp_path):
+    """With search: optuna each width holds the grid's trials and optuna.trials more per (parametrization,
+    optimizer); none has run in a fresh directory."""
+    from deltamup.sweeps.plan import plan
+
+    spec = specs.parse({**VALID, "parametrizations": ["sp", "gdn-mup"], "search": "optuna",
+                        "optuna": {"trials": 5, "startup_trials": 2, "pruner_startup_trials": 2}})
+    rows = plan(spec, tmp_path / "none")
+    assert [(r["width"], r["trials"], r["left"]) for r in rows] == [(32, 2 * 2 + 5 * 2, 14), (64, 14, 14)]
