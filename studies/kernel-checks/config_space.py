@@ -3,8 +3,9 @@
 For every launch of one forward call (bf16, the model's head shape at a width), each config of the pass's candidate
 list and of a wider space (num_warps 2 and 4 × num_stages 2–4 around each candidate, with its own tile sizes) is timed
 with the launcher's own timer, then the call goes on with the product's choice. Printed per kernel: the product's
-best candidate and the space's best, in ms, and the configs that beat the product's by ≥ 5%. A change to tuning.py
-that this motivates is then measured with benchmarks/kernels.py against fla in one run.
+best candidate and the space's best, in ms, with each one's registers and spilled registers per thread (spills at
+large K would say the state blocks do not fit the register file), and the configs that beat the product's by ≥ 5%.
+A change to tuning.py that this motivates is then measured with benchmarks/kernels.py against fla in one run.
 
     python3 studies/kernel-checks/config_space.py --widths 512 1024
 """
@@ -44,10 +45,12 @@ def timed_launch(rows: list[dict[str, Any]]):
         for i, cfg in enumerate(wider(list(configs))):
             run = lambda cfg=cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
             try:
+                compiled = run()  # the compiled kernel: its registers and spills per thread
                 ms = tuning._cuda_ms(run)
             except OutOfResources:
-                ms = float("nan")
-            rows.append(dict(kernel=kernel.fn.__name__, config=tuning.config_text(cfg), candidate=i < len(configs), ms=ms))
+                compiled, ms = None, float("nan")
+            rows.append(dict(kernel=kernel.fn.__name__, config=tuning.config_text(cfg), candidate=i < len(configs),
+                             ms=ms, regs=getattr(compiled, "n_regs", None), spills=getattr(compiled, "n_spills", None)))
             for t, s in zip(restore, saved):
                 t.copy_(s)
         tuning.launch(kernel, grid, args, kwargs, configs, fallbacks, restore)
@@ -63,8 +66,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         best_c = min((r for r in mine if r["candidate"]), key=lambda r: r["ms"])
         best = min(mine, key=lambda r: r["ms"])
         faster = sorted((r for r in mine if r["ms"] < 0.95 * best_c["ms"]), key=lambda r: r["ms"])
-        print(f"| `{name}` | {best_c['ms']:.4f} ({best_c['config']}) | {best['ms']:.4f} ({best['config']}) | "
+        print(f"| `{name}` | {best_c['ms']:.4f} ({best_c['config']}{resources(best_c)}) | {best['ms']:.4f} "
+              f"({best['config']}{resources(best)}) | "
               + ("; ".join(f"{r['config']} {r['ms']:.4f}" for r in faster[:6]) or "none") + " |", flush=True)
+
+
+def resources(row: dict[str, Any]) -> str:
+    """', 168 regs, 0 spills' for a compiled config (registers and spilled registers per thread), '' without."""
+    return f", {row['regs']} regs, {row['spills']} spills" if row["regs"] is not None else ""
 
 
 def main() -> None:
