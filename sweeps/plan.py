@@ -51,11 +51,12 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
             searched = spec.optuna.trials * len(spec.parametrizations) * len(spec.optimizers)
             done = sum(r.phase == "optuna" and r.width == width and r.finished for r in records)
             n_trials, n_left = n_trials + searched, n_left + max(0, searched - done)
+        params = parameter_count(config)
         memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len) for o in spec.optimizers)
         minutes = n_left * spec.steps * step_seconds * (share or 1.0) / 60 if step_seconds is not None else None
         rows.append(dict(
             width=width, trials=n_trials, left=n_left,
-            params=parameter_count(config), tokens_per_param=tokens / parameter_count(config),
+            params=params, tokens_per_param=tokens / params,
             memory_gib=memory / 2**30, gpu_share=share, step_seconds=step_seconds, minutes_left=minutes))
     return rows
 
