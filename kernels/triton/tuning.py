@@ -25,8 +25,10 @@ from triton.runtime.errors import OutOfResources
 # 32-wide dot tiles, 4 warps). Guarded by tests/test_triton_kernels.py::test_narrow_heads_run_the_one_validated_form.
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 # The UT solve's kernel also tries 2 warps: its 15 sequential substitution steps on small blocks run fastest there
-# (H200: 0.054 ms against 0.068 with 4 warps and 0.140 with 8 at K = 64; studies/kernel-checks/solve_forms.py).
-SOLVE_CONFIGS = PAR_CONFIGS + (dict(num_warps=2, num_stages=2),)
+# (H200: 0.054 ms against 0.068 with 4 warps and 0.140 with 8 at K = 64; studies/kernel-checks/solve_forms.py), with
+# 2 and 4 stages (at K = 192, 4 stages spill 14 registers instead of 116 and take 0.064 ms against 0.070;
+# studies/kernel-checks/config_space.py).
+SOLVE_CONFIGS = PAR_CONFIGS + (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4))
 # The output-like passes also try 2 warps: chunk_o_fwd at K = 128 takes 0.073 ms with 2, 0.080 with 4 (config_space.py).
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2))
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
@@ -50,15 +52,17 @@ def state_blocks(K: int) -> tuple[int, int]:
 def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Candidates and shared-memory fallbacks (BV, num_warps, num_stages) of the sequential passes. First the
     heuristic's choice: BV = 32, or 16 for wide K blocks and when fewer than 256 programs (B·H·V/32) would run; then,
-    for heads that are not narrow, BV 16 and 64 where the first is not already, each also with 4 stages (launch
-    times them on a GPU; on an H200 64 wins at V ≥ 256, and at width 512 BV 64 with 4 stages takes 0.043 ms against
-    0.071 for the best 2-stage candidate: studies/kernel-checks/config_space.py; 8 warps never won and is not
-    tried). Fallbacks: one stage."""
+    for heads that are not narrow, BV 16 and 64 where the first is not already, each also with 3 and 4 stages
+    (launch times them on a GPU; on an H200 64 wins at V ≥ 256; at width 512 BV 64 with 4 stages takes 0.043 ms
+    against 0.071 for the best 2-stage candidate, at width 1536 BV 64 with 3 stages 0.222 against 0.292 for the best
+    2- or 4-stage one: studies/kernel-checks/config_space.py; 8 warps never won and is not tried). Fallbacks: one
+    stage."""
     BV = min(32 if BK <= 64 else 16, pow2(V))
     if BH * triton.cdiv(V, BV) < 256:
         BV = min(16, BV)
     widths = [BV] + [b for b in (16, 64) if not is_narrow(K, V) and b != BV and b <= pow2(V) and BK * b <= 64 * 64]
-    configs = [dict(BV=b, num_warps=4, num_stages=st) for st in (2, 4) for b in widths][:1 if is_narrow(K, V) else None]
+    configs = [dict(BV=b, num_warps=4, num_stages=st) for st in (2, 3, 4) for b in widths]
+    configs = configs[:1] if is_narrow(K, V) else configs
     fallbacks = [dict(BV=BV, num_warps=w, num_stages=1) for w in (4, 8)]
     return configs, fallbacks
 
