@@ -74,7 +74,7 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     if variant == "ours-tuned":  # compiled on the first call, forward and backward, inside the patch
         # Dynamo reuses a graph compiled earlier in the process for any model of the same structure (parameters are
         # graph inputs), and the Inductor config is not among its guards: without the reset ours-tuned would run
-        # ours-compile's code (it did: a first step of 0.06 s and the same kernels).
+        # ours-compile's code.
         torch._dynamo.reset()
         step = torch._inductor.config.patch(coordinate_descent_tuning=True, max_autotune_pointwise=True)(step)
     return model, step
