@@ -8,14 +8,16 @@
                                                                  e/2 and 2e
     python3 studies/optima.py DIR edges                         one sweep's --set lines: seeds 0–2 one octave beyond
                                                                  each (width, param)'s 3-seed optimum that is its
-                                                                 smallest or largest LR (nothing: no such optimum)
+                                                                 smallest or largest LR (nothing: no such optimum;
+                                                                 none where a seed already diverged)
     python3 studies/optima.py DIR edges0                        the same for seed 0's optimum among ≥ 3 LRs, seed 0
     python3 studies/optima.py DIR cells SEEDS "W P E E…" …      one sweep's --set lines for the given cells (width,
                                                                  parametrization, log2 of its LRs), SEEDS e.g. 0,1,2
 
 The --set lines name the widths, parametrizations and LRs the sweep's axes need and the `only` cells that pick the
 points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
-stderr. Only finished trials (`status: ok`) count; LRs are read as whole octaves (round(log2 lr)).
+stderr. Finished trials count (`status: ok`, and `diverged` as an infinite loss: an LR where a seed diverged is
+never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves (round(log2 lr)).
 """
 from __future__ import annotations
 
@@ -29,14 +31,22 @@ Cell = tuple[int, str, list[int]]  # (width, parametrization, log2 of its LRs)
 
 
 def losses(out: str) -> dict[tuple[int, str], dict[int, dict[int, float]]]:
-    """{(width, parametrization): {log2 lr: {seed: val_loss}}} of the finished trials under out/results."""
+    """{(width, parametrization): {log2 lr: {seed: val_loss}}} of the finished trials under out/results; a diverged
+    trial counts as inf (worse than any loss: the LR is past the edge of stability)."""
     by: dict[tuple[int, str], dict[int, dict[int, float]]] = {}
     for path in glob.glob(f"{out}/results/*.json"):
         r = json.load(open(path))
-        if r["status"] == "ok":
+        if r["status"] in ("ok", "diverged"):
+            loss = r["val_loss"] if r["status"] == "ok" else math.inf
             octave = round(math.log2(r["lr"]))
-            by.setdefault((r["width"], r["parametrization"]), {}).setdefault(octave, {})[r["seed"]] = r["val_loss"]
+            by.setdefault((r["width"], r["parametrization"]), {}).setdefault(octave, {})[r["seed"]] = loss
     return by
+
+
+def best(means: dict[int, float]) -> int | None:
+    """The log2 LR of the lowest finite loss in means (None: none is finite)."""
+    finite = {e: x for e, x in means.items() if math.isfinite(x)}
+    return min(finite, key=finite.get) if finite else None
 
 
 def sets(cells: list[Cell], seeds: list[int]) -> list[str]:
@@ -59,29 +69,30 @@ def main(argv: list[str]) -> None:
     seed0 = {k: {e: s[0] for e, s in lrs.items() if 0 in s} for k, lrs in by.items()}
     if mode in ("optimum", "seed0"):
         width, param, default = int(argv[2]), argv[3], argv[4]
-        if mode == "optimum":
-            means = three.get((width, param), {})
-            print(min(means, key=means.get) if len(means) >= 3 else default)
-        else:
-            losses0 = seed0.get((width, param), {})
-            print(min(losses0, key=losses0.get) if losses0 else default)
+        found = best(three.get((width, param), {})) if mode == "optimum" else best(seed0.get((width, param), {}))
+        if mode == "optimum" and len(three.get((width, param), {})) < 3:
+            found = None
+        print(default if found is None else found)
     elif mode == "around":
         cells = []
         for width in map(int, argv[2].split()):
             for param in argv[3].split():
-                losses0 = seed0.get((width, param), {})
-                e = min(losses0, key=losses0.get) if losses0 else int(argv[4])
+                e = best(seed0.get((width, param), {}))
+                e = int(argv[4]) if e is None else e
                 print(f"seeds 1-2: {param} at width {width} around its seed-0 optimum 2^{e}", file=sys.stderr)
                 cells.append((width, param, [e, e - 1, e + 1]))
         print("\n".join(sets(cells, [1, 2])))
     elif mode in ("edges", "edges0"):
         cells = []
         for (width, param), means in sorted((three if mode == "edges" else seed0).items()):
-            best = min(means, key=means.get) if len(means) >= 3 else None
-            if best is not None and best in (min(means), max(means)):
-                beyond = best - 1 if best == min(means) else best + 1
-                print(f"edge: {param} at width {width}, 2^{beyond}", file=sys.stderr)
-                cells.append((width, param, [beyond]))
+            e = best(means) if len(means) >= 3 else None
+            if e is None or e not in (min(means), max(means)):
+                continue
+            beyond = e - 1 if e == min(means) else e + 1
+            if math.inf in by[(width, param)].get(beyond, {}).values():
+                continue  # a seed diverged there: past the edge of stability, not a better LR
+            print(f"edge: {param} at width {width}, 2^{beyond}", file=sys.stderr)
+            cells.append((width, param, [beyond]))
         if cells:
             print("\n".join(sets(cells, [0, 1, 2] if mode == "edges" else [0])))
     elif mode == "cells":

@@ -81,6 +81,25 @@ def test_unfinished_trials_and_too_few_seeds_do_not_count(tmp_path: Path) -> Non
     assert optima(tmp_path, "edges") == ""
 
 
+def test_a_diverged_seed_marks_an_edge_and_is_never_an_optimum(tmp_path: Path) -> None:
+    # 2^-5 is the one LR whose 3 seeds all finished; a seed diverged at 2^-4 and at 2^-3: the 3-seed optimum is
+    # 2^-5 and on the low edge of the 3-seed LRs, so the next LR down runs
+    low = tmp_path / "low"
+    write_trials(low, {(-6, 0): 2.47, (-5, 0): 2.47, (-5, 1): 2.46, (-5, 2): 2.47,
+                       (-4, 0): 2.35, (-4, 1): 2.40, (-3, 0): 2.9})
+    write_trials(low, {(-4, 2): 1.0, (-3, 1): 1.0, (-3, 2): 1.0}, status="diverged")
+    assert optima(low, "optimum", "256", "sp", "0") == "-5"
+    assert optima(low, "seed0", "256", "sp", "0") == "-4"
+    assert sets(optima(low, "edges"))["only"] == [{"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -6]}]
+    # the optimum on the high edge with a seed diverged one LR up: past the edge of stability, nothing to run
+    high = tmp_path / "high"
+    write_trials(high, {(e, seed): 2.5 - 0.1 * e for e in (-8, -7) for seed in range(3)}
+                 | {(-6, seed): 2.0 for seed in range(3)} | {(-5, 0): 1.9})
+    write_trials(high, {(-5, 1): 1.0}, status="diverged")
+    assert optima(high, "optimum", "256", "sp", "0") == "-6"
+    assert optima(high, "edges") == ""
+
+
 def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> None:
     """parts.sh's seeds_around through the real CLI on a sweep whose cells are all finished: one driver run, the
     cells in its spec as run, no kernel warm-up and no trial launched; with PLAN=1, the same part's plan and no
