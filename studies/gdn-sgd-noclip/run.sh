@@ -9,6 +9,9 @@
 #               (the trial ids do not hold the threshold); each trial records its clipped_fraction
 #       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, the whole grid
 #       hidden  gdn-mup-sgdhidden (the hidden matrices' SGD LR × 1/√m instead of × 1), seed 0, the whole grid
+#       mech    what costs GDN-µP against naive µP under SGD, one difference at a time: gdn-mup-mupgates (naive µP's
+#               gate rules: W_α, W_β at LR × m instead of × 1/√m, A_log, dt_bias at × 1 instead of × √m) and
+#               gdn-mup-nosqrtd (no √d before the output norm), widths 256 and 1024, 2^-8 … 2^-4, seeds 0–2
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -22,6 +25,8 @@ for PART in "$@"; do
     clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
     gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set 'seeds=[0]' ;;
     hidden) sweep --set 'parametrizations=[gdn-mup-sgdhidden]' --set 'seeds=[0]' ;;
-    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden)" >&2; exit 2 ;;
+    mech) sweep --set 'parametrizations=[gdn-mup-mupgates, gdn-mup-nosqrtd]' --set 'widths=[256, 1024]' \
+                --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
+    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden, mech)" >&2; exit 2 ;;
   esac
 done
