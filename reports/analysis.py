@@ -111,6 +111,18 @@ TRIAL_SCHEMA = {name: DTYPES.get(next((a for a in typing.get_args(hint) if a is 
                 for name, hint in FIELD_TYPES.items()}
 
 
+def study_name(folder: Path, kind: str) -> str:
+    """What a study's folder of this kind ("sweep", "report") is called: its parent's name for the folder `kind`
+    (studies/gdn-sgd/sweep → gdn-sgd), with the suffix for `kind`-SUFFIX (studies/gdn-adamw-8l/sweep-4l →
+    gdn-adamw-8l (4l)); any other folder by its own name."""
+    where = folder.resolve()
+    if where.name == kind:
+        return where.parent.name
+    if where.name.startswith(f"{kind}-"):
+        return f"{where.parent.name} ({where.name.removeprefix(f'{kind}-')})"
+    return where.name
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A sweep directory's contents: spec (spec.yaml as a dict), trials (one row per trial), skipped (damaged result
@@ -120,6 +132,11 @@ class Sweep:
     spec: dict
     trials: pl.DataFrame
     skipped: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The sweep's name in titles (study_name): gdn-sgd-noclip for studies/gdn-sgd-noclip/sweep."""
+        return study_name(self.path, "sweep")
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.console import duration
+from deltamup.reports.analysis import study_name
 from deltamup.reports.interpretation import interval
 
 
@@ -26,13 +27,7 @@ def load(report_dir: str | Path) -> tuple[str, pl.DataFrame, pl.DataFrame]:
     if missing:
         raise ValueError(f"{folder} is not a report folder of this version: no {', '.join(missing)} "
                          "(run deltamup report again)")
-    where = folder.resolve()
-    name = where.name
-    if name == "report":
-        name = where.parent.name
-    elif name.startswith("report-"):
-        name = f"{where.parent.name} ({name.removeprefix('report-')})"
-    return name, pl.read_csv(folder / "transfer.csv"), pl.read_csv(folder / "cost_total.csv")
+    return study_name(folder, "report"), pl.read_csv(folder / "transfer.csv"), pl.read_csv(folder / "cost_total.csv")
 
 
 def _cell(row: dict | None) -> str:

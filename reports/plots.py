@@ -137,7 +137,7 @@ def loss_vs_lr(analysis: Analysis, out: Path, shifted: bool = False) -> list[Pat
     fig.legend(handles + extra_handles, labels + extra_labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
                frameon=False)
     fig.suptitle(("Shifted loss (loss − best loss at that width)" if shifted else "Loss against learning rate")
-                 + f" — {analysis.sweep.spec.get('name', analysis.sweep.path.name)}")
+                 + f" — {analysis.sweep.name}")
     fig.tight_layout()
     return save(fig, out, "shifted_loss" if shifted else "loss_vs_lr")
 

@@ -188,7 +188,7 @@ def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_che
                            f"{len(check.documented)} documented deviations (scaling/deviations.py, explained in "
                            f"docs/theory.md), {len(check.new)} new (highlighted).</p>"
                          + html.table(shown, row_class="bad")))
-    title = f"deltamup report — {a.sweep.spec.get('name', sweep_dir.name)}"
+    title = f"deltamup report — {a.sweep.name}"
     page = out / "index.html"
     page.write_text(html.page(title, sections, a.sweep.spec))
     return Report(out, page, a, [*files, page])

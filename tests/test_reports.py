@@ -36,7 +36,7 @@ def write_coord_check(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    sweep = write_sweep(tmp_path_factory.mktemp("report") / "sweep")
+    sweep = write_sweep(tmp_path_factory.mktemp("report") / "gdn-study" / "sweep")  # a study's layout
     write_coord_check(sweep / "coord-check")
     return build_report(sweep)
 
@@ -53,6 +53,7 @@ def test_report_writes_tables_and_figures(report: Report) -> None:
 
 def test_page_is_self_contained_and_says_what_is_missing(report: Report) -> None:
     page = report.page.read_text()
+    assert "<title>deltamup report — gdn-study</title>" in page  # studies/<name>/sweep is named after its study
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing from the network
     assert len(re.findall(r'<img src="data:image/png;base64,', page)) == len(FIGURES)
     assert f"1 of {report.analysis.grid_size} grid trials have no result" in page

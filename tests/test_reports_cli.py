@@ -14,6 +14,7 @@ from deltamup import parametrizations
 from deltamup.cli import main
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
+from deltamup.reports.analysis import load_sweep
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +153,14 @@ def test_overview_names_a_report_folder_after_its_study(report: tuple[Path, str]
     text = capsys.readouterr().out
     assert "gdn-adamw (wide): verdict" in text
     assert text.count("\n| gdn-adamw") == 1  # one sweep, one cost row
+
+
+def test_a_sweep_folder_is_named_after_its_study(tmp_path: Path) -> None:
+    """The name reports and figures give a sweep: the study's for sweep/ and sweep-SUFFIX/, else the folder's."""
+    for where, name in ((tmp_path / "gdn-sgd" / "sweep", "gdn-sgd"), (tmp_path / "gdn-8l" / "sweep-4l", "gdn-8l (4l)"),
+                        (tmp_path / "runs" / "my-sweep", "my-sweep")):
+        write_sweep(where)
+        assert load_sweep(where).name == name
 
 
 def test_overview_of_a_folder_without_a_report_fails_with_one_line(tmp_path: Path, capsys) -> None:
