@@ -7,8 +7,9 @@
 #       edge    one more LR, seeds 0–2, wherever a 3-seed optimum is the smallest or largest LR run
 #       clip20  GDN-µP with a clipping threshold of 20 (does it bind?), seed 0, the whole grid, into DIR-clip20
 #               (the trial ids do not hold the threshold); each trial records its clipped_fraction
-#       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, the whole grid
-#       hidden  gdn-mup-sgdhidden (the hidden matrices' SGD LR × 1/√m instead of × 1), seed 0, the whole grid
+#       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, 2^-9 … 2^-4 (every optimum
+#               of coarse lies in 2^-7 … 2^-4 and every trial at 2^-3 and above diverged)
+#       hidden  gdn-mup-sgdhidden (the hidden matrices' SGD LR × 1/√m instead of × 1), seed 0, 2^-9 … 2^-4
 #       mech    what costs GDN-µP against naive µP under SGD, one difference at a time: gdn-mup-mupgates (naive µP's
 #               gate rules: W_α, W_β at LR × m instead of × 1/√m, A_log, dt_bias at × 1 instead of × √m) and
 #               gdn-mup-nosqrtd (no √d before the output norm), widths 256 and 1024, 2^-8 … 2^-4, seeds 0–2
@@ -23,8 +24,9 @@ for PART in "$@"; do
     seeds) seeds_around "256 512 768 1024" "sp mup gdn-mup" -5 ;;
     edge) edges ;;
     clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
-    gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set 'seeds=[0]' ;;
-    hidden) sweep --set 'parametrizations=[gdn-mup-sgdhidden]' --set 'seeds=[0]' ;;
+    gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set "lrs=$(lrs -9 -8 -7 -6 -5 -4)" --set 'seeds=[0]' ;;
+    hidden) sweep --set 'parametrizations=[gdn-mup-sgdhidden]' --set "lrs=$(lrs -9 -8 -7 -6 -5 -4)" \
+                  --set 'seeds=[0]' ;;
     mech) sweep --set 'parametrizations=[gdn-mup-mupgates, gdn-mup-nosqrtd]' --set 'widths=[256, 1024]' \
                 --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
     *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden, mech)" >&2; exit 2 ;;
