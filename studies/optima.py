@@ -69,9 +69,8 @@ def main(argv: list[str]) -> None:
     seed0 = {k: {e: s[0] for e, s in lrs.items() if 0 in s} for k, lrs in by.items()}
     if mode in ("optimum", "seed0"):
         width, param, default = int(argv[2]), argv[3], argv[4]
-        found = best(three.get((width, param), {})) if mode == "optimum" else best(seed0.get((width, param), {}))
-        if mode == "optimum" and len(three.get((width, param), {})) < 3:
-            found = None
+        means = (three if mode == "optimum" else seed0).get((width, param), {})
+        found = best(means) if mode == "seed0" or len(means) >= 3 else None
         print(default if found is None else found)
     elif mode == "around":
         cells = []
