@@ -13,6 +13,8 @@
 #       mech    what costs GDN-µP against naive µP under SGD, one difference at a time: gdn-mup-mupgates (naive µP's
 #               gate rules: W_α, W_β at LR × m instead of × 1/√m, A_log, dt_bias at × 1 instead of × √m) and
 #               gdn-mup-nosqrtd (no √d before the output norm), widths 256 and 1024, 2^-8 … 2^-4, seeds 0–2
+#       nosqrtd gdn-mup-nosqrtd at widths 512 and 768 as well (2^-8 … 2^-4, seeds 0–2): does the √d's cost grow with
+#               width, and does the variant's optimum transfer over all four widths
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -29,6 +31,8 @@ for PART in "$@"; do
                   --set 'seeds=[0]' ;;
     mech) sweep --set 'parametrizations=[gdn-mup-mupgates, gdn-mup-nosqrtd]' --set 'widths=[256, 1024]' \
                 --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
-    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden, mech)" >&2; exit 2 ;;
+    nosqrtd) sweep --set 'parametrizations=[gdn-mup-nosqrtd]' --set 'widths=[512, 768]' \
+                   --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
+    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden, mech, nosqrtd)" >&2; exit 2 ;;
   esac
 done
