@@ -152,3 +152,27 @@ def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: 
                             cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)})
     assert result.returncode == 2 and result.stderr.strip() == "part.sh: no study nope (studies/nope/run.sh)"
     assert not list(tmp_path.iterdir())
+
+
+def norm_floor_lines(out: Path) -> dict[str, list[float]]:
+    """studies/coord-checks/long/norm_floor.py's lines for one check folder: {label: values by width}."""
+    result = subprocess.run([sys.executable, str(ROOT / "studies/coord-checks/long/norm_floor.py"), str(out),
+                             "--steps", "0,2"], capture_output=True, text=True, check=True)
+    return {label.strip(): [float(v) for v in values.split(",")]
+            for label, values in (line.split(": ", 1) for line in result.stdout.splitlines()[1:])}
+
+
+def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> None:
+    """GDN-µP's √d and its eps/d form are one model, so o's distance to the effective floor is the same in both;
+    without either, the floor is d times higher."""
+    lines = {}
+    for p in ("gdn-mup", "gdn-mup-normeps", "gdn-mup-nosqrtd"):
+        subprocess.run([sys.executable, "-m", "deltamup", "coord-check", "-p", p, "--optimizer", "sgd", "--widths",
+                        "64,128", "--depth", "1", "--steps", "2", "--lr", "0.01", "--every", "1", "--device", "cpu",
+                        "--out", str(tmp_path / p)], capture_output=True, check=True, cwd=tmp_path)
+        lines[p] = norm_floor_lines(tmp_path / p)
+    ratio = "block0 mean(o²)/eps_eff at t = 0"
+    assert lines["gdn-mup"][ratio] == pytest.approx(lines["gdn-mup-normeps"][ratio], rel=1e-3)
+    assert [r * d for r, d in zip(lines["gdn-mup-nosqrtd"][ratio], (64, 128))] == pytest.approx(
+        lines["gdn-mup"][ratio], rel=1e-3)
+    assert lines["gdn-mup"]["loss at t = 2"] == pytest.approx(lines["gdn-mup-normeps"]["loss at t = 2"], abs=2e-3)
