@@ -9,13 +9,20 @@ Then each pass runs each of its candidates against the recurrence in fp64 at the
 the gated delta rule's passes; the same compiled kernels for n_h = 1), and the ones off fp64 are returned, for the
 launcher to leave out (tuning.EXCLUDE_ENV).
 
+A shape warmed and checked once leaves a stamp in Triton's cache folder, keyed by the kernels' sources, torch,
+Triton, the GPU's name and the shape: a later sweep on that cache (the same machine, or the cache carried to one
+of the same kind) finds its compiled kernels there and reuses the check's result instead of running it again
+(about a minute a shape on an H200). The stamp lives and goes with the binaries it vouches for.
+
     warm_shapes([(32, 64, 1, True), (128, 256, 1, True)])    # (K, V, householder, gated) per shape
     python -m deltamup.kernels.warm 128 256 --householder 2   # one shape, in this process
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+import triton
 
 from . import chunk_gated_delta_product, l2_normalize
 
@@ -59,6 +67,18 @@ def check(K: int, V: int) -> tuple[list[str], int]:
     return [f"{r.kernel}@{r.config}" for r in off], sum(not r.fits for r in results)
 
 
+def stamp_path(K: int, V: int, householder: int, gated: bool) -> Path:
+    """Where the check's result for this shape is kept: Triton's cache folder (TRITON_CACHE_DIR, else Triton's
+    default), under a name that changes with any kernel source, torch, Triton, the GPU or the shape."""
+    digest = hashlib.sha256()
+    for source in sorted((Path(__file__).parent / "triton").glob("*.py")) + [Path(__file__)]:
+        digest.update(source.read_bytes())
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    digest.update(f"{torch.__version__}|{triton.__version__}|{gpu}|{K}|{V}|{householder}|{gated}".encode())
+    cache = os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache"
+    return Path(cache) / "deltamup-checked" / f"{digest.hexdigest()[:32]}.json"
+
+
 def warm_shapes(shapes: Iterable[Shape]) -> tuple[int, list[str]]:
     """Warm and check every shape in its own process (compilation is CPU work: the shapes compile in parallel);
     prints one line per shape. Returns the number of shapes that failed and the "pass@config" of the candidates
@@ -85,6 +105,13 @@ def main() -> None:
     p.add_argument("--off-fp64", type=Path, default=None,
                    help="then check every candidate config against fp64 and write those off it here (JSON list)")
     args = p.parse_args()
+    stamp = stamp_path(args.K, args.V, args.householder, not args.no_gate)
+    if args.off_fp64 is not None and stamp.is_file():
+        found = json.loads(stamp.read_text())
+        args.off_fp64.write_text(json.dumps(found["off"]))
+        print(f"kernels for K={args.K} V={args.V} n_h={args.householder} warmed and checked against fp64 in this "
+              f"cache before (same sources, torch, Triton and GPU; {stamp}): {len(found['off'])} off", flush=True)
+        return
     t0 = time.time()
     warm(args.K, args.V, args.householder, not args.no_gate)
     print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
@@ -92,6 +119,8 @@ def main() -> None:
         t0 = time.time()
         off, unfit = check(args.K, args.V)
         args.off_fp64.write_text(json.dumps(off))
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps({"off": off, "unfit": unfit}))
         print(f"kernel configs checked against fp64 for K={args.K} V={args.V} in {time.time() - t0:.0f} s: "
               f"{len(off)} off" + (f", {unfit} do not fit the shared memory (never launched)" if unfit else ""),
               flush=True)

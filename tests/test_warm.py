@@ -40,3 +40,26 @@ def test_configs_off_fp64_are_named_for_the_trials_and_kept_with_earlier_ones(mo
     assert os.environ[EXCLUDE_ENV] == "chunk_o_fwd_kernel@warps=2,stages=2;chunk_wu_aqk_fwd_kernel@warps=4,stages=2"
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "chunk_wu_aqk_fwd_kernel@warps=4,stages=2" in out
+
+
+def test_a_shape_checked_before_in_this_cache_is_not_warmed_or_checked_again(tmp_path, monkeypatch):
+    """The stamp a GPU run leaves in Triton's cache folder: found, its configs off fp64 are handed on and nothing
+    runs (here, on a CPU, running anything would fail); another shape has no stamp and would run."""
+    import json
+    import subprocess
+    import sys
+
+    from deltamup.kernels.warm import stamp_path
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    stamp = stamp_path(64, 128, 1, True)
+    assert stamp.parent == tmp_path / "triton" / "deltamup-checked"
+    assert stamp != stamp_path(128, 256, 1, True) and stamp != stamp_path(64, 128, 2, True)
+    stamp.parent.mkdir(parents=True)
+    stamp.write_text(json.dumps({"off": ["chunk_o_fwd_kernel@warps=2,stages=2"], "unfit": 0}))
+    out = tmp_path / "off.json"
+    run = subprocess.run([sys.executable, "-m", "deltamup.kernels.warm", "64", "128", "--off-fp64", str(out)],
+                         capture_output=True, text=True)  # TRITON_CACHE_DIR set above, inherited
+    assert run.returncode == 0, run.stderr
+    assert "checked against fp64 in this cache before" in run.stdout
+    assert json.loads(out.read_text()) == ["chunk_o_fwd_kernel@warps=2,stages=2"]
