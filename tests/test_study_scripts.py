@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -176,3 +177,31 @@ def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> N
     assert [r * d for r, d in zip(lines["gdn-mup-nosqrtd"][ratio], (64, 128))] == pytest.approx(
         lines["gdn-mup"][ratio], rel=1e-3)
     assert lines["gdn-mup"]["loss at t = 2"] == pytest.approx(lines["gdn-mup-normeps"]["loss at t = 2"], abs=2e-3)
+
+
+def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) -> None:
+    """studies/paired_gap.py: a − b for the seeds both finished at each LR and horizon; a diverged seed or an LR
+    only one side ran drops out."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paired_gap", ROOT / "studies/paired_gap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = []
+    for p, shift in (("a", 0.5), ("b", 0.0)):
+        for lr in (2.0**-6, 2.0**-5):
+            for seed in (0, 1):
+                loss = 2.0 + shift + seed / 10 + lr
+                rows.append({"parametrization": p, "width": 256, "lr": lr, "seed": seed, "status": "ok",
+                             "val_loss": loss, "val_loss_h50": loss + 1.0})
+    rows.append({"parametrization": "a", "width": 256, "lr": 2.0**-4, "seed": 0, "status": "ok", "val_loss": 1.0,
+                 "val_loss_h50": 1.0})  # b never ran 2^-4
+    rows[-2]["status"] = "diverged"  # b at 2^-5, seed 1
+    table = module.gaps(pl.DataFrame(rows), "a", "b", 256)
+    assert table["log2_lr"].to_list() == [-6, -6, -5, -5]
+    assert table["horizon_pct"].to_list() == [50, 100, 50, 100]
+    assert table["seeds"].to_list() == [[0, 1], [0, 1], [0], [0]]
+    assert table["a_minus_b"].to_list() == [[0.5, 0.5], [0.5, 0.5], [0.5], [0.5]]
+    run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
