@@ -9,8 +9,8 @@ each of the state pass's sequential steps (Q h and Aqk v_new, off the recurrence
 are still stored (the backward reads them). Plain gated delta rule (n_h = 1).
 
 The time is CUDA kernel time of the whole forward from the profiler (mean of 50 calls): the package's autotuned,
-and the fused form at each (BV, warps, stages) tried; the error is ‖o − o_package‖ / ‖o_package‖ (the package's is
-checked against fp64 by tests/test_triton_kernels.py).
+and the fused form at each (BV, warps, stages) tried; the errors are ‖o − o_package‖ / ‖o_package‖ and
+‖o − o_fp64‖ / ‖o_fp64‖ against the chunked PyTorch form in fp64 (kernels/chunk_torch.py).
 
     python3 studies/kernel-checks/state_o_fused.py                     # on a GPU: the benchmark's head shapes, bf16
     TRITON_INTERPRET=1 python3 studies/kernel-checks/state_o_fused.py  # on a CPU: small shapes, errors only
@@ -23,6 +23,7 @@ import triton.language as tl
 from prepare_forms import CPU_SHAPES, inputs  # beside this script (its folder is on sys.path)
 from solve_forms import gpu_ms
 
+from deltamup.kernels import chunk_gated_delta_rule
 from deltamup.kernels.triton.chunk_fwd import chunk_fwd, chunk_prepare
 from deltamup.kernels.triton.tuning import is_narrow, precision, state_blocks
 from deltamup.kernels.triton.utils import (CHUNK, add_trans_states, dot_rows_states, load_gates, load_states, mm,
@@ -87,8 +88,9 @@ def main() -> None:
     dtype = torch.bfloat16 if cuda else torch.float32
     print(f"{torch.cuda.get_device_name() if cuda else 'CPU (Triton interpreter)'}; triton {triton.__version__}, "
           f"torch {torch.__version__}; {str(dtype).split('.')[1]}")
-    print("| shape (B, T, H, K, V) | form | BV, warps, stages | GPU ms (forward) | rel. error of o vs the package's |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| shape (B, T, H, K, V) | form | BV, warps, stages | GPU ms (forward) | rel. error of o vs the package's "
+          "| vs fp64 |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for shape in GPU_SHAPES if cuda else CPU_SHAPES:
         if is_narrow(shape[3], shape[4]):
             continue  # narrow heads run the validated fp32 form only (tuning.py)
@@ -98,19 +100,23 @@ def main() -> None:
         def package() -> torch.Tensor:
             return chunk_fwd(q, k, v, g, beta, scale, None, False)[0]
         ref = package()
+        exact = chunk_gated_delta_rule(*(t.double() for t in (q, k, v, g, beta)), backend="torch")[0]
+
+        def fp64_error(o: torch.Tensor) -> float:
+            return ((o.double() - exact).norm() / exact.norm()).item()
         name = ", ".join(map(str, shape))
-        print(f"| {name} | package | autotuned | {gpu_ms(package):.4f} | – |" if cuda else
-              f"| {name} | package | autotuned | – | – |", flush=True)
+        ms = f"{gpu_ms(package):.4f}" if cuda else "–"
+        print(f"| {name} | package | autotuned | {ms} | – | {fp64_error(ref):.1e} |", flush=True)
         for config in CONFIGS if cuda else CONFIGS[:1]:
             label = f"{config['BV']}, {config['num_warps']}, {config['num_stages']}"
             try:
                 out = fused_forward(q, k, v, g, beta, config)
             except Exception as e:  # noqa: BLE001 — a config that does not compile or fit is a row, not the end
-                print(f"| {name} | fused | {label} | failed: {type(e).__name__} | – |", flush=True)
+                print(f"| {name} | fused | {label} | failed: {type(e).__name__} | – | – |", flush=True)
                 continue
             err = ((out.double() - ref.double()).norm() / ref.double().norm()).item()
             ms = f"{gpu_ms(lambda c=config: fused_forward(q, k, v, g, beta, c)):.4f}" if cuda else "–"
-            print(f"| {name} | fused | {label} | {ms} | {err:.1e} |", flush=True)
+            print(f"| {name} | fused | {label} | {ms} | {err:.1e} | {fp64_error(out):.1e} |", flush=True)
 
 
 if __name__ == "__main__":
