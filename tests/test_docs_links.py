@@ -55,7 +55,7 @@ def test_every_relative_link_resolves(doc: Path):
 
 @pytest.mark.parametrize("sweeps", [("gdn-adamw/sweep", "gdn-sgd/sweep", "gdp2-adamw/sweep"),
                                     ("gdn-adamw-8l/sweep",), ("gdn-adamw-8l/sweep-4l",),
-                                    ("gdn-sgd-noclip/sweep",)])
+                                    ("gdn-sgd-noclip/sweep",), ("gdn-hparams-8l/sweep",)])
 def test_sweeps_table_is_what_the_committed_sweeps_give(sweeps):
     """benchmarks/sweeps.md's GPU tables are benchmarks/sweep_runs.py's output over the studies' committed sweeps."""
     sweeps = [f"studies/{s}" for s in sweeps]
@@ -63,4 +63,4 @@ def test_sweeps_table_is_what_the_committed_sweeps_give(sweeps):
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     table = run.stdout.strip()
-    assert table.count("\n") >= 3 and table in (ROOT / "benchmarks" / "sweeps.md").read_text()
+    assert table.count("\n") >= 2 and table in (ROOT / "benchmarks" / "sweeps.md").read_text()
