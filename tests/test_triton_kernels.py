@@ -139,6 +139,30 @@ def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first(
     assert pin.launched["chunk_o_fwd_kernel"] == [pin.seen["chunk_o_fwd_kernel"][-1]]
 
 
+@pytest.mark.parametrize("T_tok,K,V,nh", [(150, 64, 128, 1), (70, 64, 96, 2)])
+def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh):
+    """The state pass's FUSE_O candidates (the output computed in the sequential walk; the launcher keeps one where
+    it times faster than the state pass plus the output pass) against the split form, pinned one after the other:
+    the same o, final state and saved intermediates (the backward's inputs), and no output pass launched. Gated
+    delta rule and DeltaProduct_2 (q and o per token, a mid-token chunk end)."""
+    from deltamup.kernels.triton import tuning
+    from deltamup.kernels.triton.chunk_fwd import chunk_fwd
+
+    x = {n: t.float().contiguous() for n, t in make_inputs(1, T_tok * nh, 2, K, V, "random", seed=3).items()}
+    args = (x["q"][:, :T_tok].contiguous(), x["k"], x["v"], x["g"][:, :T_tok].contiguous(), x["beta"], K**-0.5,
+            x["h0"], True, nh)
+    with tuning.pinned() as pin:
+        split = chunk_fwd(*args)
+    fused = [i for i, c in enumerate(pin.seen["chunk_state_fwd_kernel"]) if c.get("FUSE_O")]
+    assert fused and "chunk_o_fwd_kernel" in pin.launched
+    for i in fused:
+        with tuning.pinned("chunk_state_fwd_kernel", i) as pin:
+            o, ht, saved = chunk_fwd(*args)
+        assert "chunk_o_fwd_kernel" not in pin.launched
+        assert torch.equal(o, split[0]) and torch.equal(ht, split[1])
+        assert all(torch.equal(saved[n], split[2][n]) for n in saved)
+
+
 def test_configs_named_off_fp64_are_left_out_of_the_launch(monkeypatch):
     """tuning.EXCLUDE_ENV (what `deltamup sweep --warm-kernels` sets for configs its check found off fp64): the
     launcher skips the named candidate (on a CPU it takes the first left) and the result is unchanged; where every
@@ -248,6 +272,7 @@ def test_narrow_heads_run_the_one_validated_form():
     assert tuning.precision(torch.float32, 64, 32) == "ieee"
     assert len(tuning.candidates(tuning.PAR_CONFIGS, 128, 32)) == 1 < len(tuning.candidates(tuning.PAR_CONFIGS, 64, 64))
     assert len(tuning.state_configs(128, 64, 32, 2)[0]) == 1
+    assert tuning.fused_output_configs(tuning.state_configs(32, 64, 64, 96)[0]) == []
 
 
 @pytest.mark.parametrize("T_tok,K,V,nh", [

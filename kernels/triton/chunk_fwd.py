@@ -1,6 +1,7 @@
 """Forward of the chunked gated delta rule: a parallel per-chunk pass in two kernels (gates and the UT transform per
 chunk; then w, u and the intra-chunk attention per chunk and column block), a sequential pass over chunks that only
-carries the state (h before each chunk, v_new), and a parallel output pass.
+carries the state (h before each chunk, v_new), and a parallel output pass — or, where the launcher times it faster,
+the output computed inside the sequential pass from the h and v_new it holds (FUSE_O).
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
@@ -27,6 +28,7 @@ from .tuning import (
     SOLVE_CONFIGS,
     candidates,
     chunk_matrix_dtype,
+    fused_output_configs,
     launch,
     parallel_tiles,
     precision,
@@ -131,16 +133,20 @@ def chunk_wu_aqk_fwd_kernel(
 
 @triton.jit
 def chunk_state_fwd_kernel(
-    k, w, u, G, h0, ht, h_all, v_new,
-    T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    q, k, w, u, G, Aqk, h0, ht, h_all, v_new, o,
+    scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
-    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PREC: tl.constexpr,
+    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    FUSE_O: tl.constexpr = False,
 ):
     """Grid (V / BV, B·H); the state column block [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
-    in order; writes the state before each chunk (h_all [B,H,NT,K,V], k's dtype), v_new [B,T,H,V] and ht."""
+    in order; writes the state before each chunk (h_all [B,H,NT,K,V], k's dtype), v_new [B,T,H,V] and ht. With
+    FUSE_O (a candidate config, tuning.fused_output_configs) it also writes o as chunk_o_fwd_kernel does, from the h
+    and v_new it holds, and the output pass is not run."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
     rv = i_v * BV + tl.arange(0, BV)
     b_h1, b_h2, b_h3, b_h4 = load_states(h0 + i_bh * K * V, rv, K, V, BK, BV, NKB, USE_H0)
     for i_t in range(NT):
@@ -150,11 +156,28 @@ def chunk_state_fwd_kernel(
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
         b_v = (tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
                - dot_rows_states(w + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC))
-        tl.store(v_new + tok * V + p, b_v.to(v_new.dtype.element_ty), mask=m)
+        b_vn = b_v.to(v_new.dtype.element_ty)
+        tl.store(v_new + tok * V + p, b_vn, mask=m)
+        if FUSE_O:
+            b_qh = dot_rows_states(q + tq * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC, NH, NH - 1)
+            _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
         b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H, K,
                                                   b_v * tl.exp(b_gl - b_G)[:, None], C, BK, NKB, PREC)
     if STORE_HT:
         store_states(ht + i_bh * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
+
+
+@triton.jit
+def _store_o(o, Aqk, b_qh, b_G, b_vn, scale, t0, T, H, V, v0, C: tl.constexpr, BV: tl.constexpr,
+             PREC: tl.constexpr, NH: tl.constexpr):
+    """o = scale e^G ⊙ (Q h) + Aqk v_new for a chunk's columns v0.. (BV of them), from b_qh = Q h [C, BV] (fp32) and
+    b_vn = v_new [C, BV] (in o's dtype), stored at the last micro-row of each token; `o` and `Aqk` point at (b,
+    token / micro-row 0, h) of o [B,T/NH,H,V] and Aqk [B,T,H,C]."""
+    p_c, m_c = tile(t0, T, H, C, 0, C, C)
+    b_A = tl.load(Aqk + p_c, mask=m_c, other=0.0)
+    b_o = b_qh * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, o, PREC)
+    p_o, m_o = tile(t0, T, H, V, v0, C, BV, NH, NH - 1)
+    tl.store(o + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
 
 
 @triton.jit
@@ -173,16 +196,12 @@ def chunk_o_fwd_kernel(
     rv = i_v * BV + tl.arange(0, BV)
     b_G, _ = load_gates(G + tok, t0, T, H, C)
     p_s = h_all + (i_bh * NT + i_t) * K * V
-    b_o = tl.zeros([C, BV], dtype=tl.float32)
+    b_qh = tl.zeros([C, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
-        b_o += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH, NH - 1)
-    p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    b_A = tl.load(Aqk + tok * C + p_c, mask=m_c, other=0.0)
+        b_qh += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH, NH - 1)
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
     b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
-    b_o = b_o * (tl.exp(b_G) * scale)[:, None] + mm(b_A, b_vn, v_new, PREC)
-    p_o, m_o = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
-    tl.store(o + tq * V + p_o, b_o.to(o.dtype.element_ty), mask=m_o)
+    _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
 
 
 def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1
@@ -226,14 +245,17 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(v)
-    BK, NKB = state_blocks(K)
-    launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
-           (k, w, u, G, initial_state if initial_state is not None else G, ht, h_all, v_new, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, PREC=prec), *state_configs(K, BK, V, B * H))
     o = v.new_empty(B, T // nh, H, V)
-    launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
-           (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh),
-           candidates(OUT_CONFIGS, K, V))
+    BK, NKB = state_blocks(K)
+    configs, fallbacks = state_configs(K, BK, V, B * H)
+
+    def output_pass(state_config: dict[str, int]) -> None:  # what a state-pass config without FUSE_O leaves to do
+        if not state_config.get("FUSE_O", False):
+            launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (q, G, Aqk, h_all, v_new, o, scale, T, NT),
+                   dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K, V))
+    launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
+           (q, k, w, u, G, Aqk, initial_state if initial_state is not None else G, ht, h_all, v_new, o, scale, T, NT),
+           dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
+                STORE_HT=output_final_state, PREC=prec, NH=nh), configs + fused_output_configs(configs), fallbacks,
+           then=output_pass)
     return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

@@ -67,6 +67,15 @@ def state_configs(K: int, BK: int, V: int, BH: int) -> tuple[list[dict[str, int]
     return configs, fallbacks
 
 
+def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
+    """The forward state pass's candidates that compute the output as well (FUSE_O, chunk_fwd.py): its BV-64
+    candidates at 2 and 3 stages, timed by launch against the state pass plus the output pass. On an H200 (bf16) the
+    fused walk at BV 64, 4 warps, 3 stages took 0.90–0.95 of the forward at widths 512, 1024 and fla's standard
+    shape and 1.04 at 768; at 1536 three stages do not fit and two took 1.11; BV 32 and 8 warps never won
+    (studies/kernel-checks/state_o_fused.py). None where `configs` has no BV 64 (narrow heads among them)."""
+    return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
+
+
 def is_narrow(K: int, V: int) -> bool:
     """Whether a parallel tile is under 64 wide (K or V ≤ NARROW_K): the shapes where Triton 3.6 on Hopper breaks
     half-precision dots and 4-warp configs, which therefore run one validated form (precision, candidates)."""
@@ -170,20 +179,26 @@ def pinned(kernel: str | None = None, index: int = 0) -> Iterator[Pin]:
 
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
-           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = ()) -> None:
+           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = (),
+           then: Callable[[dict[str, int]], None] | None = None) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
     function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
     (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
     capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
-    Candidates named in EXCLUDE_ENV are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the times."""
+    Candidates named in EXCLUDE_ENV are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the times. `then(config)` runs
+    after each launch with the config it took: the work that config leaves to another pass, timed with it."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
            tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
            tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
-    run = lambda cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
+
+    def run(cfg: dict[str, int]) -> None:
+        kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
+        if then is not None:
+            then(cfg)
     if _pin is not None:
         _launch_pinned(_pin, key[0], configs, fallbacks, run)
         return

@@ -170,15 +170,16 @@ def store_states(base, b1, b2, b3, b4, rv, K, V, BK: tl.constexpr, NKB: tl.const
 
 @triton.jit
 def dot_rows_states(x, t0, T, H, K, b1, b2, b3, b4, C: tl.constexpr, BK: tl.constexpr, NKB: tl.constexpr,
-                    PREC: tl.constexpr):
-    """X[chunk] @ S → [C, BV] fp32, for X [T, H, K] at `x` and the state column block S given as row blocks."""
-    acc = dot_rows(x, t0, T, H, K, 0, b1, C, BK, PREC)
+                    PREC: tl.constexpr, NH: tl.constexpr = 1, PH: tl.constexpr = 0):
+    """X[chunk] @ S → [C, BV] fp32, for X [T, H, K] at `x` (or [T / NH, H, K], rows mapped as in tile) and the state
+    column block S given as row blocks."""
+    acc = dot_rows(x, t0, T, H, K, 0, b1, C, BK, PREC, NH, PH)
     if NKB > 1:
-        acc += dot_rows(x, t0, T, H, K, 1, b2, C, BK, PREC)
+        acc += dot_rows(x, t0, T, H, K, 1, b2, C, BK, PREC, NH, PH)
     if NKB > 2:
-        acc += dot_rows(x, t0, T, H, K, 2, b3, C, BK, PREC)
+        acc += dot_rows(x, t0, T, H, K, 2, b3, C, BK, PREC, NH, PH)
     if NKB > 3:
-        acc += dot_rows(x, t0, T, H, K, 3, b4, C, BK, PREC)
+        acc += dot_rows(x, t0, T, H, K, 3, b4, C, BK, PREC, NH, PH)
     return acc
 
 
