@@ -120,3 +120,39 @@ def test_keep_sh_leaves_the_compile_cache_out_or_tars_it_apart(tmp_path):
     subprocess.run(keep + [str(tmp_path / "cache.tgz")], check=True)
     cache = sorted(m.name for m in tarfile.open(tmp_path / "cache.tgz").getmembers() if m.isfile())
     assert cache == ["./inductor/fxgraph/x", "./triton/k/k.cubin"]  # what SWEEP_DIR/compile-cache/ holds
+
+
+def test_keep_sh_every_round_tars_what_finished_and_finishes_the_round_when_stopped(tmp_path):
+    """keep.sh --every (beside part.sh's parts on the GPU machine): each round tars every WORK/sweep* directory into
+    OUT/NAME.tgz, renamed into place when whole (no temporary file left), so a trial that finished after the first
+    round is in a later one; SIGTERM ends the loop after its round."""
+    import signal
+    import subprocess
+    import tarfile
+    import time
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    for name in ("sweep/results/a.json", "sweep-clip20/results/b.json", "other/results/c.json"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("{}")
+    out.mkdir()
+    loop = subprocess.Popen(["bash", str(Path(__file__).parents[1] / "maintainers/gpu/keep.sh"), "--every", "0.2",
+                             str(work), str(out)])
+
+    def names(tgz: Path) -> list[str]:
+        try:
+            return tarfile.open(tgz).getnames()
+        except (FileNotFoundError, tarfile.TarError, EOFError):
+            return []
+    try:
+        deadline = time.time() + 30
+        while "./results/b.json" not in names(out / "sweep-clip20.tgz") and time.time() < deadline:
+            time.sleep(0.1)
+        (work / "sweep/results/d.json").write_text("{}")  # a trial finishing after the first rounds
+        while "./results/d.json" not in names(out / "sweep.tgz") and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        assert loop.wait(timeout=30) == 0
+    assert {"./results/a.json", "./results/d.json"} <= set(names(out / "sweep.tgz"))
+    assert sorted(p.name for p in out.iterdir()) == ["sweep-clip20.tgz", "sweep.tgz"]  # not `other`, no .part

@@ -5,8 +5,43 @@
 # there, the compile warm-up and --warm-kernels find their binaries instead of compiling for a minute or more
 # (git-ignored: keep it under .gpu/, never in a commit):
 #   bash maintainers/gpu/keep.sh SWEEP_DIR OUT.tgz [CACHE.tgz]
-[ -d "$1" ] || exit 0
-tar -C "$1" --exclude=./ray --exclude=./driver.lock --exclude=./partial --exclude=./compile-cache -czf "$2" .
-if [ -n "${3:-}" ] && [ -d "$1/compile-cache" ]; then
-  tar -C "$1/compile-cache" -czf "$3" .
+# Or every SECONDS until stopped (SIGTERM; it finishes the round in flight), each WORK/sweep* directory into
+# OUT_DIR/NAME.tgz: what part.sh runs beside the parts, so that a command the device's time limit kills still
+# brings back every trial that finished up to the last round:
+#   bash maintainers/gpu/keep.sh --every SECONDS WORK OUT_DIR
+# A .tgz is written under a temporary name and renamed when whole, so a kill never leaves a truncated one.
+set -u
+
+keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
+  [ -d "$1" ] || return 0
+  local err rc
+  err=$(tar -C "$1" --exclude=./ray --exclude=./driver.lock --exclude=./partial --exclude=./compile-cache \
+    -czf "$2.part$$" . 2>&1)
+  rc=$?
+  # 1: a file changed or vanished while tar read it (a trial finishing, a temporary file renamed); what the
+  # archive holds is whole, and the next round takes the rest
+  if [ "$rc" -le 1 ]; then
+    mv -f "$2.part$$" "$2"
+  else
+    echo "keep.sh: $1: $err" >&2
+    rm -f "$2.part$$"
+    return "$rc"
+  fi
+  if [ -n "${3:-}" ] && [ -d "$1/compile-cache" ]; then
+    tar -C "$1/compile-cache" -czf "$3.part$$" . && mv -f "$3.part$$" "$3"
+  fi
+}
+
+if [ "${1:-}" = "--every" ]; then
+  stop=
+  trap 'stop=1' TERM INT
+  while [ -z "$stop" ]; do
+    for d in "$3"/sweep*/; do
+      [ -d "$d" ] && keep "$d" "$4/$(basename "$d").tgz"
+    done
+    sleep "$2" & wait $!
+    kill $! 2>/dev/null
+  done
+  exit 0
 fi
+keep "$@"

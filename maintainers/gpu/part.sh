@@ -2,7 +2,9 @@
 # On the GPU machine, from the repository root, with carry [".gpu/sbundle", ".gpu/corpus.tar.xz"]: a study's parts
 # under one time limit, each sweep directory tarred into $OUT for the trip back. A warm machine keeps
 # /tmp/st/STUDY/ (the sweep directories with their checkpoints and compile cache) from the command before, so the
-# next command resumes there; a fresh one starts from the committed sweep directories.
+# next command resumes there; a fresh one starts from the committed sweep directories. Every minute the sweep
+# directories are tarred into $OUT as well, so a command the device's own time limit kills still returns the trials
+# that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
 set -u
@@ -18,9 +20,12 @@ for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine re
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
+SNAPSHOTS=$!
 PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run.sh" "$WORK/sweep" \
   /tmp/deltamup/corpus "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
+kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
 for d in "$WORK"/sweep*/; do
   bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz"
 done
