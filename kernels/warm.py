@@ -5,9 +5,8 @@ Every candidate config the launcher times is one compilation per head shape (9 s
 H200 with an empty cache); a sweep's trials of one width share that shape, so compiling it once up front keeps the
 trials that start together from compiling it side by side. The calls are the model's (models/mixer.py): q/k
 normalised outside, g in fp32, β and the rest in bf16, forward and backward, with and without the final state.
-Then each pass runs each of its candidates against the recurrence in fp64 at the same heads (triton/selfcheck.py,
-the gated delta rule's passes; the same compiled kernels for n_h = 1), and the ones off fp64 are returned, for the
-launcher to leave out (tuning.EXCLUDE_ENV).
+Then each pass runs each of its candidates against the recurrence in fp64 at the same heads and n_h
+(triton/selfcheck.py), and the ones off fp64 are returned, for the launcher to leave out (tuning.EXCLUDE_ENV).
 
 A shape warmed and checked once leaves a stamp in Triton's cache folder, keyed by the kernels' sources, torch,
 Triton, the GPU's name and the shape: a later sweep on that cache (the same machine, or the cache carried to one
@@ -54,13 +53,13 @@ def warm(K: int, V: int, householder: int = 1, gated: bool = True) -> None:
     torch.cuda.synchronize()
 
 
-def check(K: int, V: int) -> tuple[list[str], int]:
-    """The "pass@config" of every candidate off fp64 at these head dims on the current GPU (B 2, T 300, H 6, bf16,
-    no initial or final state: the kernels the trials compile), each printed with its error; and how many do not
-    fit the GPU's shared memory (the launcher skips those)."""
+def check(K: int, V: int, householder: int = 1) -> tuple[list[str], int]:
+    """The "pass@config" of every candidate off fp64 at these head dims and n_h on the current GPU (B 2, T 300, H 6,
+    bf16, no initial or final state: the kernels the trials compile), each printed with its error; and how many do
+    not fit the GPU's shared memory (the launcher skips those)."""
     from .triton import selfcheck
 
-    results = selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False)
+    results = selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False, householder=householder)
     off = [r for r in results if r.off(selfcheck.TOLERANCE[torch.bfloat16])]
     for r in off:
         print(f"off fp64 at K={K} V={V}: {r.kernel} {r.config}: {r.worst} {r.error:.1e}", flush=True)
@@ -117,7 +116,7 @@ def main() -> None:
     print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
     if args.off_fp64 is not None:
         t0 = time.time()
-        off, unfit = check(args.K, args.V)
+        off, unfit = check(args.K, args.V, args.householder)
         args.off_fp64.write_text(json.dumps(off))
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(json.dumps({"off": off, "unfit": unfit}))

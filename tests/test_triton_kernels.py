@@ -195,6 +195,25 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
 
 
+def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(capsys):
+    """`deltamup kernels check --householder 2`: DeltaProduct_2's forward state pass (compiled apart from n_h = 1),
+    each candidate, the FUSE_O ones among them, against the fp64 recurrence over the interleaved micro-rows."""
+    from deltamup.cli import main
+    from deltamup.kernels.triton import tuning
+
+    argv = ["kernels", "check", "--head-dims", "64x128", "--kernel", "chunk_state_fwd_kernel", "--shape", "1,40,2",
+            "--householder", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
+    configs = tuning.state_configs(64, 64, 128, 2)[0]
+    assert [r[4] for r in rows] == [tuning.config_text(c) for c in configs + tuning.fused_output_configs(configs)]
+    assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
+    assert "n_h 2" in out.splitlines()[-1]
+    assert main(argv[:-1] + ["0"]) == 2  # bad input: one line, before any work
+    assert capsys.readouterr().err.strip().endswith("--householder 0: must be at least 1")
+
+
 def test_kernels_check_passes_a_config_that_does_not_fit(monkeypatch, capsys):
     """A candidate that overflows the GPU's shared memory is never launched (launch skips it): `deltamup kernels
     check` says so in its row and its summary and does not fail for it (sweep --warm-kernels does not exclude it)."""

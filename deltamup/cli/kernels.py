@@ -3,6 +3,7 @@ this machine, before a sweep trusts the autotuner with them.
 
     deltamup kernels check                                   # the model's heads at widths 512, 1024, 1536
     deltamup kernels check --head-dims 128x256 --kernel chunk_wu_aqk_fwd_kernel
+    deltamup kernels check --head-dims 128x256 --householder 2    # DeltaProduct_2's compiled passes
 
 Each pass runs each of its candidates in turn (the other passes at their first) on B 2, T 300 (a ragged last
 chunk), H 2, random gates, β ∈ [0, 2] and an initial state; the table lists the largest relative error of the
@@ -54,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "mis-computes bf16 dots)")
     c.add_argument("--kernel", default=None, help="only this pass's candidates (e.g. chunk_wu_aqk_fwd_kernel)")
     c.add_argument("--shape", type=shape, default=(2, 300, 2), metavar="B,T,H")
+    c.add_argument("--householder", type=int, default=1, metavar="N_H",
+                   help="DeltaProduct's n_h: T tokens of N_H micro-rows (its passes compile apart; default 1)")
     c.add_argument("--tolerance", type=float, default=None, help="fail at this relative error or above "
                    "(default: 1e-2 for bf16 and fp16, 1e-4 for fp32)")
     c.set_defaults(run=run_check)
@@ -67,6 +70,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.kernel is not None and args.kernel not in selfcheck.PASSES:
         raise ValueError(f"no pass named {args.kernel!r}; the passes: {', '.join(selfcheck.PASSES)}")
+    if args.householder < 1:
+        raise ValueError(f"--householder {args.householder}: must be at least 1")
     if args.tolerance is not None and not args.tolerance > 0:
         raise ValueError(f"--tolerance {args.tolerance:g}: must be positive")
     if args.dtype == "bf16" and not cuda:
@@ -78,7 +83,7 @@ def run_check(args: argparse.Namespace) -> int:
         print("no GPU: Triton's interpreter ignores warps and stages, so this checks the kernels, not the configs")
     rows, failed, unfit = [], 0, 0
     for K, V in args.head_dims:
-        for r in selfcheck.check(K, V, dtype, args.shape, args.kernel):
+        for r in selfcheck.check(K, V, dtype, args.shape, args.kernel, householder=args.householder):
             off = r.off(tolerance)
             failed += off
             unfit += not r.fits
@@ -88,5 +93,6 @@ def run_check(args: argparse.Namespace) -> int:
     print_table(rows)
     print(f"{len(rows) - failed - unfit} of {len(rows)} configs within {tolerance:g} of fp64 "
           f"({str(dtype).removeprefix('torch.')} inputs, B,T,H = {','.join(map(str, args.shape))})"
+          + (f", n_h {args.householder}" if args.householder > 1 else "")
           + (f"; {unfit} do not fit this GPU's shared memory (the launcher skips them)" if unfit else ""))
     return 1 if failed else 0

@@ -9,6 +9,7 @@ interpreter ignores warps and stages, so there it checks the kernels, not the co
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -16,9 +17,10 @@ import torch
 from triton.runtime.errors import OutOfResources
 
 from ..check import outputs, random_inputs, rel_errors
+from ..delta_product import gated_delta_product
 from ..reference import recurrent_gated_delta_rule
 from . import chunk_bwd, chunk_fwd, tuning
-from .function import chunk_gated_delta_rule_triton
+from .function import chunk_gated_delta_product_triton, chunk_gated_delta_rule_triton
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 1e-2}  # the kernel tests' bars
 PASSES = tuple(name for module in (chunk_fwd, chunk_bwd) for name, f in vars(module).items()
@@ -45,17 +47,27 @@ class Result:
 
 
 def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
-          kernel: str | None = None, device: str | None = None, seed: int = 6, states: bool = True) -> list[Result]:
+          kernel: str | None = None, device: str | None = None, seed: int = 6, states: bool = True,
+          householder: int = 1) -> list[Result]:
     """Each candidate of each pass (or only of `kernel`) at head dims K, V, inputs of `dtype`, (B, T, H) = shape
     (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2]; with `states`, an initial state and
-    the final one too (the model trains without either: states False checks the kernels it compiles)."""
+    the final one too (the model trains without either: states False checks the kernels it compiles). With
+    `householder` n > 1, DeltaProduct_n (T tokens of n micro-rows: its passes compile apart from n = 1) against the
+    same recurrence over the interleaved micro-rows."""
     if kernel is not None and kernel not in PASSES:
         raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    x = random_inputs(*shape, K, V, "random", seed, device)
-    want = outputs(recurrent_gated_delta_rule, x, torch.float64, states, states)
+    B, T, H = shape
+    x = random_inputs(B, T * householder, H, K, V, "random", seed, device)
+    x["q"], x["g"] = x["q"][:, :T].contiguous(), x["g"][:, :T].contiguous()  # per token
+    if householder == 1:
+        rule, reference = chunk_gated_delta_rule_triton, recurrent_gated_delta_rule
+    else:
+        rule = functools.partial(chunk_gated_delta_product_triton, num_householder=householder)
+        reference = functools.partial(gated_delta_product, recurrent_gated_delta_rule, num_householder=householder)
+    want = outputs(reference, x, torch.float64, states, states)
     with tuning.pinned() as pin:  # which passes launch, and their candidates
-        outputs(chunk_gated_delta_rule_triton, x, dtype, states, states)
+        outputs(rule, x, dtype, states, states)
     names = [kernel] if kernel is not None else list(pin.seen)
     if kernel is not None and kernel not in pin.seen:
         raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
@@ -64,7 +76,7 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
         for i, config in enumerate(pin.seen[name]):
             try:
                 with tuning.pinned(name, i):
-                    errors = rel_errors(outputs(chunk_gated_delta_rule_triton, x, dtype, states, states), want)
+                    errors = rel_errors(outputs(rule, x, dtype, states, states), want)
             except OutOfResources:
                 results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
                 continue
