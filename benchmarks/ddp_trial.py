@@ -28,7 +28,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import torch
 
-from deltamup.cli.sweep import exclude
 from deltamup.kernels.warm import warm_shapes
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
@@ -103,7 +102,10 @@ def main() -> None:
         config = trial_spec(args, 1, 0).model_config(args.width)
         _, off = warm_shapes([(config.head_k_dim, config.head_v_dim, config.householder, config.is_gated)])
         if off:
-            exclude(off)
+            from deltamup.kernels.triton import tuning
+
+            tuning.exclude(off)  # before Ray starts: its processes inherit the list
+            print(f"kernel configs off fp64 on this GPU, left out: {', '.join(off)}")
     configure_ray_env(local=True)
     started = time.time()
     with ray_session(None, None):

@@ -12,7 +12,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -112,18 +112,35 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resume: bool = False,
-              num_cpus: int | None = None, progress_every: float = 10.0) -> dict[str, Any]:
+              num_cpus: int | None = None, progress_every: float = 10.0,
+              beside_start: Callable[[], Callable[[], None]] | None = None) -> dict[str, Any]:
     """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
-    (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts."""
+    (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts. `beside_start`, called
+    once the input is checked and DIR is locked, starts work to run beside Ray's start and the compile warm-up (the
+    CLI's kernel check) and returns its wait, which runs once: before the first trial launches, or at the end."""
     check_memory(spec, local=address is None)
     out = writable_dir(str(out))
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
-        return run_missing(spec, out, address, num_cpus, progress_every)
+        wait = once(beside_start() if beside_start is not None else (lambda: None))
+        try:
+            return run_missing(spec, out, address, num_cpus, progress_every, wait)
+        finally:
+            wait()
+
+
+def once(fn: Callable[[], None]) -> Callable[[], None]:
+    """`fn`, run by the first call only."""
+    calls: list[None] = []
+
+    def first() -> None:
+        if not calls:
+            calls.append(fn())
+    return first
 
 
 def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int | None,
-                progress_every: float) -> dict[str, Any]:
+                progress_every: float, before_trials: Callable[[], None]) -> dict[str, Any]:
     """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock)."""
     configure_ray_env(local=address is None)
     from .gpu_monitor import GpuMonitor
@@ -142,12 +159,14 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             store.append_run(out, {"run": run} | ray_identity())
             release_leaked_groups([r for r in store.read_runs(out) if r["run"] != run])
-            launched += run_grid(spec, out, todo, run, progress_every)
+            launched += run_grid(spec, out, todo, run, progress_every, before_trials)
             if spec.search == "refine":
-                launched += run_grid(spec, out, missing_refine(spec, out), run, progress_every, phase="refine")
+                launched += run_grid(spec, out, missing_refine(spec, out), run, progress_every, before_trials,
+                                     phase="refine")
             if spec.search == "optuna":
                 from .search import run_optuna  # imports Ray: after configure_ray_env
 
+                before_trials()
                 launched += run_optuna(spec, out, run, progress_every)
     line = {"run": run, "started_at": started, "finished_at": time.time(), "wall_seconds": time.time() - started,
             "launched": launched, "address": address}
@@ -201,7 +220,7 @@ def print_refine_state(spec: SweepSpec, out: Path) -> None:
 
 
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,
-             phase: str = "grid") -> int:
+             before_trials: Callable[[], None] = lambda: None, phase: str = "grid") -> int:
     """Runs `points` as one Tuner over a grid of trial configs (of `phase`), with compile on after a compile
     warm-up (sweeps.warmup, its result in runs.jsonl as warmup_<phase>); returns how many were launched."""
     from ray import tune  # Ray is imported once configure_ray_env has set its environment
@@ -211,6 +230,7 @@ def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, pro
     configs = sorted((trial_config(spec, p, out, run, phase) for p in points), key=trial_cost(spec), reverse=True)
     if any(c["train"]["compile"] for c in configs):  # each distinct graph compiled once, before the trials start
         store.append_run(out, {"run": run, f"warmup_{phase}": warm_graphs(spec, configs)})
+    before_trials()
     tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs)},
                        tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-{phase}",
                                                                            [c["point"]["width"] for c in configs],

@@ -78,6 +78,25 @@ def test_tiny_grid_runs_end_to_end_and_a_huge_lr_diverges(cluster, tmp_path):
     assert pl.read_parquet(out / "trials.parquet").height == 12
 
 
+def test_work_beside_the_start_is_waited_for_before_the_trials_launch(cluster, tmp_path):
+    """run_sweep's beside_start (--warm-kernels' background check): started once the input is checked, its wait
+    called once, before any trial has run; with nothing left to run, at the end; with bad input, never started."""
+    spec = specs.load(tiny_spec(tmp_path, widths=[32], lrs=[1e-3], parametrizations=["sp"]))
+    out = tmp_path / "sweep"
+    seen: list[str] = []
+
+    def beside_start():
+        seen.append("started")
+        return lambda: seen.append(f"waited, {len(store.finished_ids(out))} finished")
+    run_sweep(spec, out, address=cluster.address, beside_start=beside_start)
+    assert seen == ["started", "waited, 0 finished"] and len(store.finished_ids(out)) == 1
+    run_sweep(spec, out, address=cluster.address, resume=True, beside_start=beside_start)
+    assert seen[2:] == ["started", "waited, 1 finished"]
+    with pytest.raises(ValueError, match="already holds a sweep"):  # no --resume
+        run_sweep(spec, out, address=cluster.address, beside_start=beside_start)
+    assert len(seen) == 4
+
+
 def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_path):
     spec = specs.load(tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"], lrs=[1e-3, 3e-3, 1e-2, 3e-2],
                                 steps=30, resources={"cpu": 0.5, "gpu": {32: 0.5}}))

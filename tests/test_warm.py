@@ -29,17 +29,40 @@ def test_nothing_to_compile_without_a_gpu_or_without_a_width_left(capsys, monkey
     assert "no trial left to run, nothing to compile" in capsys.readouterr().out
 
 
-def test_configs_off_fp64_are_named_for_the_trials_and_kept_with_earlier_ones(monkeypatch, capsys):
-    """What --warm-kernels does with the configs its check found off fp64: named in tuning.EXCLUDE_ENV (which the
-    sweep's Ray processes inherit), added to what the variable already named, and said in one line."""
-    from deltamup.cli.sweep import exclude
-    from deltamup.kernels.triton.tuning import EXCLUDE_ENV
+def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_the_trials(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """--warm-kernels starts its check in the background (here a stand-in for the GPU's warm and fp64 check, which
+    cannot run on a CPU) and names the file of configs to leave out for the processes Ray will start; what the
+    runner calls before the first trial waits for the check and writes the file, once; a stale file from an earlier
+    run is gone from the start; the launcher leaves out what the file names (tuning.allowed)."""
+    import threading
 
-    monkeypatch.setenv(EXCLUDE_ENV, "chunk_o_fwd_kernel@warps=2,stages=2")
-    exclude(["chunk_wu_aqk_fwd_kernel@warps=4,stages=2"])
-    assert os.environ[EXCLUDE_ENV] == "chunk_o_fwd_kernel@warps=2,stages=2;chunk_wu_aqk_fwd_kernel@warps=4,stages=2"
+    from deltamup.cli import sweep as cli_sweep
+    from deltamup.kernels.triton import tuning
+    from deltamup.sweeps import store
+
+    stale = store.compile_cache_dir(tmp_path) / "kernels-off-fp64"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("chunk_o_fwd_kernel@warps=4,stages=2\n")
+    release = threading.Event()
+
+    def check(spec, widths):
+        release.wait(30)
+        return ["chunk_o_fwd_kernel@warps=2,stages=2", "chunk_wu_aqk_fwd_kernel@warps=4,stages=2"]
+    monkeypatch.setattr(cli_sweep, "warm_kernels", check)
+    monkeypatch.delenv(tuning.EXCLUDE_ENV, raising=False)
+    monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
+    finish = cli_sweep.start_kernel_check(None, [256], tmp_path)
+    assert os.environ[tuning.EXCLUDE_FILE_ENV] == str(stale) and not stale.exists()  # named before Ray starts
+    configs = [dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2)]
+    assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs  # no file yet: nothing left out
+    release.set()
+    finish()
+    finish()
+    assert stale.read_text().splitlines() == check(None, [])
+    assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs[:1]
     out = capsys.readouterr().out
-    assert out.count("\n") == 1 and "chunk_wu_aqk_fwd_kernel@warps=4,stages=2" in out
+    assert out.count("2 kernel config(s) off fp64") == 1 and str(stale) in out
 
 
 def test_a_shape_checked_before_in_this_cache_is_not_warmed_or_checked_again(tmp_path, monkeypatch):

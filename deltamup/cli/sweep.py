@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from deltamup.kernels.triton.tuning import EXCLUDE_FILE_ENV
 from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
@@ -23,11 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     p.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress lines")
     p.add_argument("--warm-kernels", action="store_true",
-                   help="first compile the Triton kernels for the spec's head shapes, one process per shape, so that "
-                        "the trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton "
-                        "or auto kernel backend; with compile: true the sweep's compile warm-up does this too), and "
-                        "check every candidate config there against fp64: those off it are left out of the trials' "
-                        "autotuning; only the widths left to run, nothing when none is")
+                   help="compile the Triton kernels for the spec's head shapes, one process per shape, so that the "
+                        "trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton or "
+                        "auto kernel backend; with compile: true the sweep's compile warm-up does this too), and check "
+                        "every candidate config there against fp64: those off it are left out of the trials' "
+                        "autotuning. Runs beside Ray's start and the compile warm-up; the trials launch once it is "
+                        "done. Only the widths left to run, nothing when none is")
     p.add_argument("--plan", action="store_true",
                    help="print, per width, the trials left, parameters, tokens per parameter, memory and GPU share a "
                         "trial, and the GPU time left where DIR has finished trials of the same model to time; run "
@@ -48,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if args.plan:
         print(plan_text(spec, plan(spec, out)))
         return 0
+    kernel_check = None
     if args.warm_kernels:
         use_cache(store.compile_cache_dir(out))  # the folder the trials' Triton cache is in (sweeps.trial)
-        warm_kernels(spec, widths_to_run(spec, out))
+        kernel_check = lambda: start_kernel_check(spec, widths_to_run(spec, out), out)  # noqa: E731
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
-              progress_every=args.progress_every)
+              progress_every=args.progress_every, beside_start=kernel_check)
     return 0
 
 
@@ -62,30 +68,54 @@ def kernel_shapes(spec: specs.SweepSpec, widths: list[int]) -> set[Shape]:
     return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
 
 
-def warm_kernels(spec: specs.SweepSpec, widths: list[int]) -> None:
+def warm_kernels(spec: specs.SweepSpec, widths: list[int]) -> list[str]:
     """Compiles the Triton kernels for every head shape of the spec at `widths` (those left to run) and checks each
-    candidate config there against fp64 (nothing to do without widths, a GPU or the Triton backend). A shape that
-    fails to compile is reported and left to the trials; the configs off fp64 are left out of the trials'
-    autotuning (tuning.EXCLUDE_ENV, set here for the processes of the Ray instance this sweep starts)."""
+    candidate config there against fp64 (nothing to do without widths, a GPU or the Triton backend); returns the
+    "pass@config" of those off fp64. A shape that fails to compile is reported and left to the trials."""
     import torch
 
     if not widths:
         print("--warm-kernels: no trial left to run, nothing to compile")
-        return
+        return []
     if not torch.cuda.is_available() or spec.model_config(widths[0]).kernel_backend not in ("auto", "triton"):
         print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
-        return
+        return []
     failed, off = warm_shapes(kernel_shapes(spec, widths))
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
+    return off
+
+
+def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> Callable[[], None]:
+    """warm_kernels in a thread (its work runs in processes of its own), beside Ray's start and the sweep's compile
+    warm-up. Names the file of configs to leave out (tuning.EXCLUDE_FILE_ENV, DIR/compile-cache/kernels-off-fp64:
+    per machine, like the cache) for the processes Ray starts, and returns what the runner calls before its first
+    trial launches: wait for the check, write the file, say what it left out (exclude). A second call does
+    nothing."""
+    path = store.compile_cache_dir(out) / "kernels-off-fp64"
+    path.unlink(missing_ok=True)  # an earlier run's, maybe on another GPU
+    os.environ[EXCLUDE_FILE_ENV] = str(path)
+    found: list[str] = []
+    thread = threading.Thread(target=lambda: found.extend(warm_kernels(spec, widths)), daemon=True)
+    thread.start()
+    done = threading.Event()
+
+    def finish() -> None:
+        thread.join()
+        if not done.is_set():
+            done.set()
+            exclude(found, path)
+    return finish
+
+
+def exclude(off: list[str], path: Path) -> None:
+    """Writes the configs `off` ("pass@config") to `path` (whole or not at all), for the trials' launchers
+    (tuning.EXCLUDE_FILE_ENV), and says so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(f"{e}\n" for e in off))
+    tmp.replace(path)
     if off:
-        exclude(off)
-
-
-def exclude(off: list[str]) -> None:
-    """Keeps the trials' launchers from the configs `off` ("pass@config": tuning.exclude) and says so."""
-    from deltamup.kernels.triton import tuning
-
-    tuning.exclude(off)
-    print(f"--warm-kernels: {len(off)} kernel config(s) off fp64 on this GPU, left out of the trials' autotuning: "
-          f"{', '.join(off)} ({tuning.EXCLUDE_ENV}; with --address, set it on the cluster's nodes too)")
+        print(f"--warm-kernels: {len(off)} kernel config(s) off fp64 on this GPU, left out of the trials' "
+              f"autotuning: {', '.join(off)} ({path}; with --address, name it in {EXCLUDE_FILE_ENV} on the "
+              f"cluster's nodes too)")

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -127,6 +128,11 @@ _chosen: dict[tuple, dict[str, int]] = {}
 # Candidates `deltamup kernels check` found off fp64 on this machine, kept from the launcher: "pass@config" entries
 # (config_text) separated by ";" in this variable, which a sweep's --warm-kernels sets for its trials' processes.
 EXCLUDE_ENV = "DELTAMUP_EXCLUDE_CONFIGS"
+# Or listed one per line in the file this variable names, read when a pass first chooses its config: a sweep names
+# the file before Ray starts (its processes inherit the name) and writes it once its kernel check is done, before
+# its trials launch, so that the check runs beside Ray's start and the compile warm-up (cli/sweep.py). No file yet:
+# nothing excluded by it.
+EXCLUDE_FILE_ENV = "DELTAMUP_EXCLUDE_CONFIGS_FILE"
 
 
 @functools.cache
@@ -134,10 +140,17 @@ def _excluded(text: str) -> frozenset[str]:
     return frozenset(e.strip() for e in text.split(";") if e.strip())
 
 
+def _excluded_in_file(path: str) -> frozenset[str]:
+    try:
+        return _excluded(Path(path).read_text().replace("\n", ";")) if path else frozenset()
+    except FileNotFoundError:
+        return frozenset()
+
+
 def allowed(name: str, configs: Sequence[dict[str, int]]) -> Sequence[dict[str, int]]:
-    """`configs` of pass `name` without those EXCLUDE_ENV names; the first alone where it names them all (the
-    validated default of every pass: tests/test_triton_kernels.py)."""
-    excluded = _excluded(os.environ.get(EXCLUDE_ENV, ""))
+    """`configs` of pass `name` without those EXCLUDE_ENV or the file EXCLUDE_FILE_ENV names; the first alone where
+    they name them all (the validated default of every pass: tests/test_triton_kernels.py)."""
+    excluded = _excluded(os.environ.get(EXCLUDE_ENV, "")) | _excluded_in_file(os.environ.get(EXCLUDE_FILE_ENV, ""))
     if not excluded:
         return configs
     kept = [c for c in configs if f"{name}@{config_text(c)}" not in excluded]
@@ -187,8 +200,9 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
     (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
     capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
-    Candidates named in EXCLUDE_ENV are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the times. `then(config)` runs
-    after each launch with the config it took: the work that config leaves to another pass, timed with it."""
+    Candidates named in EXCLUDE_ENV or EXCLUDE_FILE_ENV's file are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the
+    times. `then(config)` runs after each launch with the config it took: the work that config leaves to another
+    pass, timed with it."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
@@ -202,10 +216,10 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if _pin is not None:
         _launch_pinned(_pin, key[0], configs, fallbacks, run)
         return
-    configs = allowed(key[0], configs)
     if key in _chosen:
         run(_chosen[key])
         return
+    configs = allowed(key[0], configs)
     tune = (tensors[0].is_cuda and any(t.dtype in (torch.bfloat16, torch.float16) for t in tensors)
             and len(configs) > 1 and os.environ.get("DELTAMUP_AUTOTUNE", "1") != "0"
             and not torch.cuda.is_current_stream_capturing())
