@@ -53,13 +53,14 @@ def warm(K: int, V: int, householder: int = 1, gated: bool = True) -> None:
     torch.cuda.synchronize()
 
 
-def check(K: int, V: int, householder: int = 1) -> tuple[list[str], int]:
-    """The "pass@config" of every candidate off fp64 at these head dims and n_h on the current GPU (B 2, T 300, H 6,
-    bf16, no initial or final state: the kernels the trials compile), each printed with its error; and how many do
-    not fit the GPU's shared memory (the launcher skips those)."""
+def check(K: int, V: int, householder: int = 1, gated: bool = True) -> tuple[list[str], int]:
+    """The "pass@config" of every candidate off fp64 at these head dims, n_h and gate on the current GPU (B 2, T 300,
+    H 6, bf16, no initial or final state: the kernels the trials compile), each printed with its error; and how many
+    do not fit the GPU's shared memory (the launcher skips those)."""
     from .triton import selfcheck
 
-    results = selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False, householder=householder)
+    results = selfcheck.check(K, V, torch.bfloat16, (2, 300, 6), states=False, householder=householder,
+                              gated=gated)
     off = [r for r in results if r.off(selfcheck.TOLERANCE[torch.bfloat16])]
     for r in off:
         print(f"off fp64 at K={K} V={V}: {r.kernel} {r.config}: {r.worst} {r.error:.1e}", flush=True)
@@ -116,7 +117,7 @@ def main() -> None:
     print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
     if args.off_fp64 is not None:
         t0 = time.time()
-        off, unfit = check(args.K, args.V, args.householder)
+        off, unfit = check(args.K, args.V, args.householder, not args.no_gate)
         args.off_fp64.write_text(json.dumps(off))
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(json.dumps({"off": off, "unfit": unfit}))

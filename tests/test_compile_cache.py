@@ -156,3 +156,29 @@ def test_keep_sh_every_round_tars_what_finished_and_finishes_the_round_when_stop
         assert loop.wait(timeout=30) == 0
     assert {"./results/a.json", "./results/d.json"} <= set(names(out / "sweep.tgz"))
     assert sorted(p.name for p in out.iterdir()) == ["sweep-clip20.tgz", "sweep.tgz"]  # not `other`, no .part
+
+
+def test_keep_sh_every_stops_when_its_caller_is_gone(tmp_path):
+    """part.sh killed from outside without its children: the snapshot loop it started notices at its next round
+    and stops, instead of writing into $OUT on a machine that stays warm."""
+    import os
+    import subprocess
+    import time
+
+    (tmp_path / "work/sweep").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    keep = Path(__file__).parents[1] / "maintainers/gpu/keep.sh"
+    loop = f"bash {keep} --every 0.2 {tmp_path / 'work'} {tmp_path / 'out'} >/dev/null 2>&1 &"
+    caller = subprocess.run(["bash", "-c", f"{loop} echo $!; sleep 0.5"], capture_output=True, text=True, timeout=30)
+    pid = int(caller.stdout.strip())
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 15)
+        raise AssertionError("keep.sh --every outlived its caller")
+    assert (tmp_path / "out/sweep.tgz").exists()

@@ -41,7 +41,8 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
     from deltamup.kernels.triton import tuning
     from deltamup.sweeps import store
 
-    stale = store.compile_cache_dir(tmp_path) / "kernels-off-fp64"
+    monkeypatch.chdir(tmp_path)  # a relative DIR: the trials, which run in folders of their own, get an absolute path
+    stale = store.compile_cache_dir(tmp_path / "sweep") / "kernels-off-fp64"
     stale.parent.mkdir(parents=True)
     stale.write_text("chunk_o_fwd_kernel@warps=4,stages=2\n")
     release = threading.Event()
@@ -52,7 +53,7 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
     monkeypatch.setattr(cli_sweep, "warm_kernels", check)
     monkeypatch.delenv(tuning.EXCLUDE_ENV, raising=False)
     monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
-    finish = cli_sweep.start_kernel_check(None, [256], tmp_path)
+    finish = cli_sweep.start_kernel_check(None, [256], Path("sweep"))
     assert os.environ[tuning.EXCLUDE_FILE_ENV] == str(stale) and not stale.exists()  # named before Ray starts
     configs = [dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2)]
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs  # no file yet: nothing left out
@@ -63,6 +64,25 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs[:1]
     out = capsys.readouterr().out
     assert out.count("2 kernel config(s) off fp64") == 1 and str(stale) in out
+
+
+def test_a_kernel_check_that_fails_stops_the_sweep_before_its_trials(tmp_path, monkeypatch):
+    """Where the background check raises (a CUDA error, say), what the runner calls before the first trial raises
+    too: no trial runs without the check, and no file says that nothing is off."""
+    import pytest
+
+    from deltamup.cli import sweep as cli_sweep
+    from deltamup.kernels.triton import tuning
+
+    def check(spec, widths):
+        raise OSError("CUDA error: no kernel image is available")
+    monkeypatch.setattr(cli_sweep, "warm_kernels", check)
+    monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
+    finish = cli_sweep.start_kernel_check(None, [256], tmp_path)
+    with pytest.raises(RuntimeError, match="kernel check failed.*no kernel image"):
+        finish()
+    assert not Path(os.environ[tuning.EXCLUDE_FILE_ENV]).exists()
+    finish()  # once: the runner's wait at the end does not raise it again
 
 
 def test_a_shape_checked_before_in_this_cache_is_not_warmed_or_checked_again(tmp_path, monkeypatch):

@@ -48,18 +48,20 @@ class Result:
 
 def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
           kernel: str | None = None, device: str | None = None, seed: int = 6, states: bool = True,
-          householder: int = 1) -> list[Result]:
+          householder: int = 1, gated: bool = True) -> list[Result]:
     """Each candidate of each pass (or only of `kernel`) at head dims K, V, inputs of `dtype`, (B, T, H) = shape
     (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2]; with `states`, an initial state and
     the final one too (the model trains without either: states False checks the kernels it compiles). With
     `householder` n > 1, DeltaProduct_n (T tokens of n micro-rows: its passes compile apart from n = 1) against the
-    same recurrence over the interleaved micro-rows."""
+    same recurrence over the interleaved micro-rows. `gated` False: no decay gate (plain DeltaNet's passes, compiled
+    apart from the gated ones)."""
     if kernel is not None and kernel not in PASSES:
         raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     B, T, H = shape
-    x = random_inputs(B, T * householder, H, K, V, "random", seed, device)
-    x["q"], x["g"] = x["q"][:, :T].contiguous(), x["g"][:, :T].contiguous()  # per token
+    x = random_inputs(B, T * householder, H, K, V, "random" if gated else "none", seed, device)
+    x["q"] = x["q"][:, :T].contiguous()  # q and g per token
+    x["g"] = x["g"][:, :T].contiguous() if gated else None
     if householder == 1:
         rule, reference = chunk_gated_delta_rule_triton, recurrent_gated_delta_rule
     else:

@@ -274,12 +274,23 @@ def _launch_pinned(pin: Pin, name: str, configs: Sequence[dict[str, int]], fallb
         return
 
 
+# GPU clock cycles (about 2.5 ms on an H200) the GPU spins before each timed round, so that the host has queued
+# the round's launches by the time it starts
+HOST_AHEAD_CYCLES = 5_000_000
+
+
 def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
-    """The fastest of `rounds` averages of `reps` back-to-back calls, in CUDA ms (after one warm-up call)."""
+    """The fastest of `rounds` averages of `reps` back-to-back calls, in CUDA ms (after one warm-up call). Each round
+    waits behind a GPU spin (HOST_AHEAD_CYCLES) while the host queues it, so the events time the kernels back to back
+    and not the host's launch gaps, which would favour a candidate with fewer launches (a FUSE_O state pass against
+    the state pass plus the output pass, whose kernels take 0.03–0.1 ms at the model's shapes)."""
     fn()
     best = float("inf")
+    spin = getattr(torch.cuda, "_sleep", None)
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if spin is not None:
+            spin(HOST_AHEAD_CYCLES)
         start.record()
         for _ in range(reps):
             fn()

@@ -34,11 +34,14 @@ keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
 
 if [ "${1:-}" = "--every" ]; then
   stop=
-  trap 'stop=1' TERM INT
+  trap 'stop=1' TERM  # runs once the command in flight ends; a background job ignores INT
+  parent=$PPID
   while [ -z "$stop" ]; do
     for d in "$3"/sweep*/; do
       [ -d "$d" ] && keep "$d" "$4/$(basename "$d").tgz"
     done
+    [ -n "$stop" ] && break  # stopped during a tar: no last sleep
+    kill -0 "$parent" 2>/dev/null || break  # the caller is gone (killed): stop with it
     sleep "$2" & wait $!
     kill $! 2>/dev/null
   done
