@@ -6,7 +6,8 @@ H200 with an empty cache); a sweep's trials of one width share that shape, so co
 trials that start together from compiling it side by side. The calls are the model's (models/mixer.py): q/k
 normalised outside, g in fp32, β and the rest in bf16, forward and backward, with and without the final state.
 Then each pass runs each of its candidates against the recurrence in fp64 at the same heads and n_h
-(triton/selfcheck.py), and the ones off fp64 are returned, for the launcher to leave out (tuning.EXCLUDE_ENV).
+(triton/selfcheck.py), and the ones off fp64 are returned, for the launcher to leave out (tuning.EXCLUDE_ENV, or
+the file tuning.EXCLUDE_FILE_ENV names, which `deltamup sweep --warm-kernels` writes).
 
 A shape warmed and checked once leaves a stamp in Triton's cache folder, keyed by the kernels' sources, torch,
 Triton, the GPU's name and the shape: a later sweep on that cache (the same machine, or the cache carried to one

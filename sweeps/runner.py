@@ -130,12 +130,13 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
 
 
 def once(fn: Callable[[], None]) -> Callable[[], None]:
-    """`fn`, run by the first call only."""
-    calls: list[None] = []
+    """`fn`, run by the first call only (a later call does nothing, also where the first raised)."""
+    called: list[bool] = []
 
     def first() -> None:
-        if not calls:
-            calls.append(fn())
+        if not called:
+            called.append(True)
+            fn()
     return first
 
 
@@ -220,7 +221,7 @@ def print_refine_state(spec: SweepSpec, out: Path) -> None:
 
 
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,
-             before_trials: Callable[[], None] = lambda: None, phase: str = "grid") -> int:
+             before_trials: Callable[[], None], phase: str = "grid") -> int:
     """Runs `points` as one Tuner over a grid of trial configs (of `phase`), with compile on after a compile
     warm-up (sweeps.warmup, its result in runs.jsonl as warmup_<phase>); returns how many were launched."""
     from ray import tune  # Ray is imported once configure_ray_env has set its environment

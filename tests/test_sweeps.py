@@ -96,6 +96,14 @@ def test_work_beside_the_start_is_waited_for_before_the_trials_launch(cluster, t
         run_sweep(spec, out, address=cluster.address, beside_start=beside_start)
     assert len(seen) == 4
 
+    def failing() -> None:
+        seen.append("raised")
+        raise RuntimeError("the kernel check failed")
+    with pytest.raises(RuntimeError, match="kernel check failed"):  # raised before a trial, not waited for again
+        run_sweep(specs.load(tiny_spec(tmp_path, widths=[32], lrs=[1e-2], parametrizations=["sp"])), out,
+                  address=cluster.address, resume=True, beside_start=lambda: failing)
+    assert seen[4:] == ["raised"] and len(store.finished_ids(out)) == 1
+
 
 def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_path):
     spec = specs.load(tiny_spec(tmp_path, widths=[32], parametrizations=["gdn-mup"], lrs=[1e-3, 3e-3, 1e-2, 3e-2],

@@ -33,7 +33,7 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
                                                                                            capsys):
     """--warm-kernels starts its check in the background (here a stand-in for the GPU's warm and fp64 check, which
     cannot run on a CPU) and names the file of configs to leave out for the processes Ray will start; what the
-    runner calls before the first trial waits for the check and writes the file, once; a stale file from an earlier
+    runner calls before the first trial waits for the check and writes the file; a stale file from an earlier
     run is gone from the start; the launcher leaves out what the file names (tuning.allowed)."""
     import threading
 
@@ -59,7 +59,6 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs  # no file yet: nothing left out
     release.set()
     finish()
-    finish()
     assert stale.read_text().splitlines() == check(None, [])
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs[:1]
     out = capsys.readouterr().out
@@ -82,7 +81,6 @@ def test_a_kernel_check_that_fails_stops_the_sweep_before_its_trials(tmp_path, m
     with pytest.raises(RuntimeError, match="kernel check failed.*no kernel image"):
         finish()
     assert not Path(os.environ[tuning.EXCLUDE_FILE_ENV]).exists()
-    finish()  # once: the runner's wait at the end does not raise it again
 
 
 def test_a_shape_checked_before_in_this_cache_is_not_warmed_or_checked_again(tmp_path, monkeypatch):

@@ -91,7 +91,7 @@ def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> C
     warm-up. Names the file of configs to leave out (tuning.EXCLUDE_FILE_ENV, DIR/compile-cache/kernels-off-fp64:
     per machine, like the cache) for the processes Ray starts, and returns what the runner calls before its first
     trial launches: wait for the check, write the file, say what it left out (exclude); where the check raised,
-    raise, so that no trial runs without it. A second call does nothing."""
+    raise, so that no trial runs without it (the runner calls it once: runner.once)."""
     path = (store.compile_cache_dir(out) / "kernels-off-fp64").resolve()  # trials run in folders of their own
     path.unlink(missing_ok=True)  # an earlier run's, maybe on another GPU
     os.environ[EXCLUDE_FILE_ENV] = str(path)
@@ -105,15 +105,12 @@ def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> C
             failed.append(e)
     thread = threading.Thread(target=check, daemon=True)
     thread.start()
-    done = threading.Event()
 
     def finish() -> None:
         thread.join()
-        if not done.is_set():
-            done.set()
-            if failed:
-                raise RuntimeError(f"--warm-kernels: the kernel check failed: {failed[0]!r}") from failed[0]
-            exclude(found, path)
+        if failed:
+            raise RuntimeError(f"--warm-kernels: the kernel check failed: {failed[0]!r}") from failed[0]
+        exclude(found, path)
     return finish
 
 
