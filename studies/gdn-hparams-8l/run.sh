@@ -4,6 +4,7 @@
 #   bash studies/gdn-hparams-8l/run.sh DIR CORPUS PART…     CORPUS: a prepared corpus (deltamup data prepare)
 # PART: base      width 256, GDN-µP, output_mult ∈ {1/4, 1, 4, 16} × init_mult ∈ {1/2, 1, 2}, 2^-10 … 2^-8, seed 0
 #       seeds     seeds 1 and 2 for the three best variants of `base` and the default (1, 1), same LRs
+#       edge      seeds 0–2 one octave beyond each 3-seed optimum that is the highest or lowest LR run
 #       transfer  width 1024, seeds 0–2: the best variant over 3 seeds at its width-256 optimum g and g/2, 2g;
 #                 SP (no hparams) at 2^-8 (its width-256 optimum in the 8-layer study) and 2^-10 (its 1024 optimum)
 set -eu
@@ -11,10 +12,12 @@ trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, lrs
-ranked() {  # SEEDS: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean val_loss
-  python3 - "$DIR" "$1" <<'PY'   # over the seeds run (all of them: SEEDS) at its best LR
+ranked() {  # SEEDS [edge]: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean
+  # val_loss over the seeds run (all of them: SEEDS) at its best LR; with edge, only the variants whose best is the
+  # highest or lowest such LR, and the octave beyond it in place of the best
+  python3 - "$DIR" "$1" "${2:-}" <<'PY'
 import glob, json, math, statistics, sys
-out, need = sys.argv[1], int(sys.argv[2])
+out, need, edge = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "edge"
 runs = {}
 for f in glob.glob(f"{out}/results/*.json"):
     r = json.load(open(f))
@@ -25,9 +28,11 @@ for f in glob.glob(f"{out}/results/*.json"):
 best = {}
 for key, lrs in runs.items():
     means = {e: statistics.mean(v) for e, v in lrs.items() if len(v) >= need}
-    if means:
+    if len(means) >= (3 if edge else 1):
         e = min(means, key=means.get)
-        best[key] = (means[e], e)
+        if edge and e not in (min(means), max(means)):
+            continue
+        best[key] = (means[e], e if not edge else e + 1 if e == max(means) else e - 1)
 for (o, i), (_, e) in sorted(best.items(), key=lambda kv: kv[1][0]):
     print(f"{o:g} {i:g} {e}")
 PY
@@ -40,12 +45,17 @@ for PART in "$@"; do
         echo "seeds 1-2: output_mult $O, init_mult $I"
         sweep --set 'widths=[256]' --set 'seeds=[1, 2]' --set "hparams={output_mult: [$O], init_mult: [$I]}"
       done ;;
+    edge)
+      ranked 3 edge | while read -r O I E; do
+        echo "seeds 0-2: output_mult $O, init_mult $I at 2^$E"
+        sweep --set 'widths=[256]' --set "hparams={output_mult: [$O], init_mult: [$I]}" --set "lrs=$(lrs "$E")"
+      done ;;
     transfer)
       read -r O I E < <(ranked 3 | head -1)
       echo "width 1024: output_mult $O, init_mult $I, around 2^$E"
       sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" \
             --set "lrs=$(lrs $((E - 1)) "$E" $((E + 1)))"
       sweep --set 'widths=[1024]' --set 'parametrizations=[sp]' --set 'hparams={}' --set "lrs=$(lrs -10 -8)" ;;
-    *) echo "unknown part $PART (base, seeds, transfer)" >&2; exit 2 ;;
+    *) echo "unknown part $PART (base, seeds, edge, transfer)" >&2; exit 2 ;;
   esac
 done
