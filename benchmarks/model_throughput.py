@@ -54,18 +54,13 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     regional compile's cold cost), ours-cudagraphs (torch.compile's "reduce-overhead" mode: the compiled forward and
     backward replayed as CUDA graphs), ours-graphed (the whole step, the compiled model with clipping and fused
     AdamW, one CUDA graph: graphed_step), ours-tuned (ours-compile with Inductor tuning its own pointwise and
-    reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step),
-    ours-split (ours-compile with ModelConfig(fused_projections=False): one matmul per projection weight, the
-    reference form the stacked projections replace)."""
+    reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step)."""
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
-                         vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width,
-                         fused_projections=variant != "ours-split")
+                         vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width)
     assert config.mlp_hidden == args.mlp_hidden
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
-    if variant == "ours-split":
-        torch._dynamo.reset()  # its own graphs, whatever a variant before it compiled
-    compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True,
-                    "ours-split": True}.get(variant, False)
+    compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True
+                    }.get(variant, False)
     train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=compile_mode)
     loss_fn, optimizer = loss_function(train_config), make_optimizer(model, "gdn-mup", train_config)
     if variant == "ours-cudagraphs":
@@ -245,7 +240,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"],
                    choices=["ours", "ours-compile", "ours-blocks", "ours-cudagraphs", "ours-graphed", "ours-tuned",
-                            "ours-split", "fla"])
+                            "fla"])
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=6)

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 from deltamup.kernels import BACKENDS
 
 KINDS = ("deltanet", "gdn", "deltaproduct")
-EXECUTION_FIELDS = ("kernel_backend", "fused_projections")  # how the model runs, not what it computes
 MIN_HEAD_DIM = 4
 
 
@@ -52,7 +51,6 @@ class ModelConfig:
     conv_size: int = 4
     norm_eps: float = 1e-6
     kernel_backend: str = "auto"
-    fused_projections: bool = True  # one matmul for the projections that share an input (layers.stacked_linear)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +20,6 @@ class Linear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight)
-
-
-def stacked_linear(x: Tensor, linears: Sequence[Linear]) -> Tensor:
-    """x [..., in] -> [x W_1ᵀ | x W_2ᵀ | …] [..., Σ out] by one matmul over the stacked weights: one GEMM forward
-    and one for x's gradient, where one Linear each takes a GEMM each and the sum of their x-gradients. The same
-    numbers up to the GEMM's summation order; every weight stays its own parameter (role, init, learning rate)."""
-    return F.linear(x, torch.cat([m.weight for m in linears]))
 
 
 class RMSNorm(nn.Module):
@@ -52,42 +44,28 @@ class ShortConv(nn.Module):
         init_short_conv(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
-        return causal_conv_silu(x, self.weight[:, 0])
-
-
-def causal_conv_silu(x: Tensor, weight: Tensor) -> Tensor:
-    """SiLU(y), y_t = Σ_j w_j x_{t−K+1+j}: x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype (accumulated in
-    fp32: the weight is fp32 even under autocast). K shifted products instead of conv1d's two transposes, so that
-    torch.compile fuses the convolution, the SiLU and what follows into one elementwise kernel."""
-    K, T = weight.shape[-1], x.shape[1]
-    padded = F.pad(x, (0, 0, K - 1, 0))
-    y = padded[:, :T] * weight[:, 0]
-    for j in range(1, K):
-        y = y + padded[:, j:j + T] * weight[:, j]
-    return F.silu(y).to(x.dtype)
-
-
-def stacked_conv_silu(x: Tensor, convs: Sequence[ShortConv]) -> Tensor:
-    """x [B, T, Σ C] -> ShortConv_i on each one's channels, in one pass over the stacked weights."""
-    return causal_conv_silu(x, torch.cat([c.weight[:, 0] for c in convs]))
+        # y_t = Σ_j w_j x_{t−K+1+j}: K shifted products instead of conv1d's two transposes, so that torch.compile
+        # fuses the convolution, the SiLU and what follows into one elementwise kernel
+        # (fp32 accumulation: w is fp32 even under autocast)
+        K, T = self.weight.shape[-1], x.shape[1]
+        w, padded = self.weight[:, 0, :], F.pad(x, (0, 0, K - 1, 0))
+        y = padded[:, :T] * w[:, 0]
+        for j in range(1, K):
+            y = y + padded[:, j:j + T] * w[:, j]
+        return F.silu(y).to(x.dtype)
 
 
 class SwiGLU(nn.Module):
-    """W_down (SiLU(W_gate x) ⊙ W_up x); `fused`: W_gate and W_up in one matmul (stacked_linear)."""
+    """W_down (SiLU(W_gate x) ⊙ W_up x)."""
 
-    def __init__(self, width: int, hidden: int, fused: bool = True) -> None:
+    def __init__(self, width: int, hidden: int) -> None:
         super().__init__()
-        self.fused = fused
         self.gate = Linear(width, hidden, Role.HIDDEN)
         self.up = Linear(width, hidden, Role.HIDDEN)
         self.down = Linear(hidden, width, Role.HIDDEN)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.fused:
-            gate, up = stacked_linear(x, (self.gate, self.up)).chunk(2, dim=-1)
-        else:
-            gate, up = self.gate(x), self.up(x)
-        return self.down(F.silu(gate) * up)
+        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 def init_short_conv(weight: Tensor, generator: torch.Generator | None = None) -> None:

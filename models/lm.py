@@ -19,7 +19,7 @@ class Block(nn.Module):
         self.mixer_norm = RMSNorm(config.width, config.norm_eps)
         self.mixer = DeltaMixer(config, multipliers, self.name)
         self.mlp_norm = RMSNorm(config.width, config.norm_eps)
-        self.mlp = SwiGLU(config.width, config.mlp_hidden, config.fused_projections)
+        self.mlp = SwiGLU(config.width, config.mlp_hidden)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.mixer(self.mixer_norm(x))

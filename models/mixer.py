@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from deltamup import kernels
 
 from .config import ModelConfig, Multipliers
-from .layers import Linear, RMSNorm, ShortConv, init_decay_scalars, stacked_conv_silu, stacked_linear
+from .layers import Linear, RMSNorm, ShortConv, init_decay_scalars
 from .roles import Role, tagged
 from .taps import recording, tap
 
@@ -49,33 +49,20 @@ class DeltaMixer(nn.Module):
             self.dt_bias = tagged(nn.Parameter(torch.empty(H)), Role.GATE_SCALAR)
             init_decay_scalars(self.A_log, self.dt_bias)
         self.o_norm = RMSNorm(dv, config.norm_eps * multipliers.readout_eps)
-        # fused: the projections of x as one matmul over [W_q; W_k; W_v; W_g; W_β; W_α] and the three convolutions as
-        # one pass over [q | k | v] (each weight its own parameter); else one call each, the reference form
-        self.fused_projections = config.fused_projections
-        self.qkv_sizes = [H * dk, n * H * dk, n * H * dv]
-        self.input_sizes = [sum(self.qkv_sizes), H * dv, n * H] + ([H] if self.gated else [])
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         H, n, dk, dv = self.heads, self.householder, self.head_k_dim, self.head_v_dim
-        if self.fused_projections:
-            projections = [self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.b_proj]
-            qkv_pre, gate_pre, beta_pre, *alpha_pre = stacked_linear(
-                x, projections + ([self.a_proj] if self.gated else [])).split(self.input_sizes, dim=-1)
-            q, k, v = stacked_conv_silu(qkv_pre, (self.q_conv, self.k_conv, self.v_conv)).split(self.qkv_sizes, -1)
-        else:
-            q, k, v = self.q_conv(self.q_proj(x)), self.k_conv(self.k_proj(x)), self.v_conv(self.v_proj(x))
-            gate_pre, beta_pre = self.g_proj(x), self.b_proj(x)
-            alpha_pre = [self.a_proj(x)] if self.gated else []
-        q = kernels.l2_normalize(q.reshape(B, T, H, dk))
-        k = kernels.l2_normalize(k.reshape(B, T * n, H, dk))
-        v = v.reshape(B, T * n, H, dv)
-        beta_pre = beta_pre.reshape(B, T * n, H)
+        q = kernels.l2_normalize(self.q_conv(self.q_proj(x)).reshape(B, T, H, dk))
+        k = kernels.l2_normalize(self.k_conv(self.k_proj(x)).reshape(B, T * n, H, dk))
+        v = self.v_conv(self.v_proj(x)).reshape(B, T * n, H, dv)
+        beta_pre = self.b_proj(x).view(B, T * n, H)
         beta = beta_pre.float().sigmoid() * (2.0 if self.allow_neg_eigval else 1.0)
         g = None
         if self.gated:
-            g = -self.A_log.float().exp() * F.softplus(alpha_pre[0].float() + self.dt_bias)
-            tap("alpha_pre", alpha_pre[0], self)
+            alpha_pre = self.a_proj(x)
+            g = -self.A_log.float().exp() * F.softplus(alpha_pre.float() + self.dt_bias)
+            tap("alpha_pre", alpha_pre, self)
         tap("beta_pre", beta_pre, self)
         tap("q", q, self)
         tap("k", k, self)
@@ -87,7 +74,7 @@ class DeltaMixer(nn.Module):
             tap("state", state, self)
         o = o * self.readout_mult
         tap("readout", o, self)
-        gate = F.silu(gate_pre).reshape(B, T, H, dv)
+        gate = F.silu(self.g_proj(x)).view(B, T, H, dv)
         y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.mixer_output_mult
         tap("mixer_out", y, self)
         return y

@@ -52,7 +52,6 @@ import yaml
 from torch import nn
 
 from deltamup.models import DeltaLM, ModelConfig, Multipliers, role_of
-from deltamup.models.config import EXECUTION_FIELDS
 from deltamup.models.roles import Role
 
 from .apply import Parametrized, parametrize
@@ -113,7 +112,7 @@ class Export:
         config = getattr(model, "config", None)
         if isinstance(config, ModelConfig):
             theirs = config.to_dict()
-            diff = [k for k, v in self.model.items() if k not in EXECUTION_FIELDS and theirs.get(k) != v]
+            diff = [k for k, v in self.model.items() if k != "kernel_backend" and theirs.get(k) != v]
             if diff:
                 raise ValueError("this export is for a model with " + ", ".join(f"{k}={self.model[k]}" for k in diff)
                                  + "; the model has " + ", ".join(f"{k}={theirs.get(k)}" for k in diff))
