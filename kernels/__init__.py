@@ -3,6 +3,7 @@
     chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, backend="auto") -> (o, final_state)
     chunk_gated_delta_product(q, k, v, g, beta, num_householder, ..., backend="auto") -> (o, final_state)
+    short_conv_silu(x, weight, backend="torch") -> SiLU(causal depthwise conv of x)      x [B, T, C], weight [C, K]
 
 Layout is fla's: q, k [B, T, H, K], v [B, T, H, V], g (log-space decay, or None for plain DeltaNet) and
 beta [B, T, H]; state [B, H, K, V] in fp32. DeltaProduct takes k, v, beta with T·n_h steps.
@@ -19,6 +20,7 @@ from torch import Tensor
 from .chunk_torch import chunk_gated_delta_rule_torch
 from .delta_product import gated_delta_product
 from .reference import l2_normalize, recurrent_gated_delta_rule
+from .reference import short_conv_silu as short_conv_silu_torch
 
 BACKENDS = ("auto", "triton", "torch", "recurrent")
 
@@ -96,5 +98,18 @@ def chunk_gated_delta_product(
                                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
+def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch") -> Tensor:
+    """SiLU(causal depthwise convolution over time): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype.
+    backend "torch": K shifted products that torch.compile fuses with what follows (the models' form); "triton":
+    one kernel each way (triton/short_conv.py), to be adopted by the models where benchmarks/short_conv.py
+    measures it faster on the GPU."""
+    if backend == "torch":
+        return short_conv_silu_torch(x, weight)
+    if backend == "triton":
+        from .triton.short_conv import short_conv_silu_triton
+        return short_conv_silu_triton(x, weight)
+    raise ValueError(f"unknown short-convolution backend {backend!r}; choose torch or triton")
+
+
 __all__ = ["BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product", "recurrent_gated_delta_rule",
-           "l2_normalize", "resolve_backend"]
+           "l2_normalize", "resolve_backend", "short_conv_silu"]

@@ -1,4 +1,5 @@
-"""The gated delta rule, token by token: the ground truth every other form is tested against.
+"""The gated delta rule, token by token: the ground truth every other form is tested against; and the other ops'
+reference forms (the q/k L2 norm, the short convolution).
 
 Layout follows fla: q, k [B, T, H, K]; v [B, T, H, V]; g (log-space decay, ≤ 0) and beta [B, T, H];
 state [B, H, K, V]. Per token t and head h:
@@ -8,6 +9,7 @@ state [B, H, K, V]. Per token t and head h:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -15,6 +17,18 @@ def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
     """x / ‖x‖ over the last dimension, computed in fp32 (fla's eps convention)."""
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def short_conv_silu(x: Tensor, weight: Tensor) -> Tensor:
+    """SiLU(y), y_t = Σ_j w_j x_{t−K+1+j}: the causal depthwise convolution over time. x [B, T, C], weight [C, K]
+    -> [B, T, C] in x's dtype (accumulated in fp32: the weight is fp32 even under autocast). K shifted products
+    instead of conv1d's two transposes, so that torch.compile fuses the convolution, the SiLU and what follows."""
+    K, T = weight.shape[-1], x.shape[1]
+    padded = F.pad(x, (0, 0, K - 1, 0))
+    y = padded[:, :T] * weight[:, 0]
+    for j in range(1, K):
+        y = y + padded[:, j:j + T] * weight[:, j]
+    return F.silu(y).to(x.dtype)
 
 
 def recurrent_gated_delta_rule(

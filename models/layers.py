@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from deltamup import kernels
+
 from .roles import Role, tagged
 
 
@@ -44,15 +46,7 @@ class ShortConv(nn.Module):
         init_short_conv(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
-        # y_t = Σ_j w_j x_{t−K+1+j}: K shifted products instead of conv1d's two transposes, so that torch.compile
-        # fuses the convolution, the SiLU and what follows into one elementwise kernel
-        # (fp32 accumulation: w is fp32 even under autocast)
-        K, T = self.weight.shape[-1], x.shape[1]
-        w, padded = self.weight[:, 0, :], F.pad(x, (0, 0, K - 1, 0))
-        y = padded[:, :T] * w[:, 0]
-        for j in range(1, K):
-            y = y + padded[:, j:j + T] * w[:, j]
-        return F.silu(y).to(x.dtype)
+        return kernels.short_conv_silu(x, self.weight[:, 0])
 
 
 class SwiGLU(nn.Module):

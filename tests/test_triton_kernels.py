@@ -412,3 +412,36 @@ def test_model_compiles_without_graph_breaks():
     with precision(DEVICE, True):  # as the compiled training step runs it: autocast around the graph
         explained = torch._dynamo.explain(token_loss)(model, (tokens, tokens.roll(-1, 1)))
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+@pytest.mark.parametrize("B,T,C,K", [(2, 37, 70, 4), (1, 3, 5, 4), (1, 70, 130, 3), (2, 64, 64, 1)])
+def test_short_conv_matches_reference(B, T, C, K):
+    """The short convolution's kernels against the shifted-product reference in fp64: y, dx and dw, with ragged time
+    and channel tiles, fewer steps than taps, and one tap."""
+    from deltamup.kernels.reference import short_conv_silu as reference
+    from deltamup.kernels.triton.short_conv import short_conv_silu_triton
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
+    w = torch.randn(C, K, generator=gen, dtype=torch.float64) * K ** -0.5
+    dy = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
+    got, want = {}, {}
+    for out, fn, dtype in ((got, short_conv_silu_triton, torch.float32), (want, reference, torch.float64)):
+        xi, wi = (t.to(DEVICE, dtype).requires_grad_() for t in (x, w))
+        y = fn(xi, wi)
+        y.backward(dy.to(DEVICE, dtype))
+        out.update(y=y.detach(), dx=xi.grad, dw=wi.grad)
+    for name in want:
+        assert got[name].dtype == torch.float32
+        torch.testing.assert_close(got[name].double(), want[name], rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_short_conv_op_registration():
+    """The op's fake and autograd registrations agree with the kernel (what torch.compile relies on), in bf16 as the
+    model runs it: x bf16, the weight fp32."""
+    from deltamup.kernels.triton.short_conv import short_conv_fwd
+    x = torch.randn(2, 40, 24, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(24, 4, device=DEVICE, dtype=torch.float32, requires_grad=True)
+    torch.library.opcheck(short_conv_fwd, (x, w))
+    assert kernels.short_conv_silu(x, w, backend="triton").dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="short-convolution backend"):
+        kernels.short_conv_silu(x, w, backend="cuda")
