@@ -38,15 +38,17 @@ class RMSNorm(nn.Module):
 
 
 class ShortConv(nn.Module):
-    """Causal depthwise convolution over time, then SiLU. x [B, T, C] -> [B, T, C]."""
+    """Causal depthwise convolution over time, then SiLU. x [B, T, C] -> [B, T, C]. `backend`: kernels.short_conv_silu's
+    ("torch", the shifted products torch.compile fuses; "triton", its own kernels)."""
 
-    def __init__(self, channels: int, kernel_size: int) -> None:
+    def __init__(self, channels: int, kernel_size: int, backend: str = "torch") -> None:
         super().__init__()
+        self.backend = backend
         self.weight = tagged(nn.Parameter(torch.empty(channels, 1, kernel_size)), Role.CONV)
         init_short_conv(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
-        return kernels.short_conv_silu(x, self.weight[:, 0])
+        return kernels.short_conv_silu(x, self.weight[:, 0], self.backend)
 
 
 class SwiGLU(nn.Module):

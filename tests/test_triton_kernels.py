@@ -445,3 +445,39 @@ def test_short_conv_op_registration():
     assert kernels.short_conv_silu(x, w, backend="triton").dtype == torch.bfloat16
     with pytest.raises(ValueError, match="short-convolution backend"):
         kernels.short_conv_silu(x, w, backend="cuda")
+
+
+def test_model_with_triton_short_convs_matches_the_torch_form():
+    """A model whose short convolutions run the Triton kernels trains like the one running the shifted products:
+    logits and every parameter's gradient (fp32)."""
+    from deltamup.models import ModelConfig
+    from deltamup.models.layers import ShortConv
+    from deltamup.parametrizations import build_model
+    tokens = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    runs = []
+    for backend in ("torch", "triton"):
+        model = build_model(ModelConfig(width=48, depth=2, heads=2, kernel_backend="torch"), "gdn-mup",
+                            seed=0).to(DEVICE)
+        convs = [m for m in model.modules() if isinstance(m, ShortConv)]
+        assert len(convs) == 6
+        for m in convs:
+            m.backend = backend
+        logits = model(tokens)
+        assert (backend == "triton") == ("short_conv_fwd" in graph_nodes(logits.grad_fn))
+        logits.square().mean().backward()
+        runs.append((logits.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (want, want_grads), (got, got_grads) = runs
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def graph_nodes(fn) -> str:
+    """The names of every node of an autograd graph, joined."""
+    seen, todo = set(), [fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo += [f for f, _ in node.next_functions]
+    return " ".join(type(n).__name__ for n in seen)
