@@ -39,11 +39,12 @@ class RMSNorm(nn.Module):
 
 class ShortConv(nn.Module):
     """Causal depthwise convolution over time, then SiLU. x [B, T, C] -> [B, T, C]. `backend`: kernels.short_conv_silu's
-    ("torch", the shifted products torch.compile fuses; "triton", its own kernels)."""
+    ("torch", the shifted products torch.compile fuses; "triton", its own kernels: benchmarks/model_throughput.py's
+    ours-triton-conv sets it)."""
 
-    def __init__(self, channels: int, kernel_size: int, backend: str = "torch") -> None:
+    def __init__(self, channels: int, kernel_size: int) -> None:
         super().__init__()
-        self.backend = backend
+        self.backend = "torch"
         self.weight = tagged(nn.Parameter(torch.empty(channels, 1, kernel_size)), Role.CONV)
         init_short_conv(self.weight)
 
