@@ -3,7 +3,8 @@
     chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, backend="auto") -> (o, final_state)
     chunk_gated_delta_product(q, k, v, g, beta, num_householder, ..., backend="auto") -> (o, final_state)
-    short_conv_silu(x, weight, backend="torch") -> SiLU(causal depthwise conv of x)      x [B, T, C], weight [C, K]
+    short_conv_silu(x, weight, backend="torch", norm_group=0) -> SiLU(causal depthwise conv of x) [B, T, C],
+                    then each group of norm_group channels L2-normalized        x [B, T, C], weight [C, K]
 
 Layout is fla's: q, k [B, T, H, K], v [B, T, H, V], g (log-space decay, or None for plain DeltaNet) and
 beta [B, T, H]; state [B, H, K, V] in fp32. DeltaProduct takes k, v, beta with T·n_h steps.
@@ -98,16 +99,18 @@ def chunk_gated_delta_product(
                                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
-def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch") -> Tensor:
-    """SiLU(causal depthwise convolution over time): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype.
-    backend "torch": K shifted products that torch.compile fuses with what follows (the models' form); "triton":
-    one kernel each way (triton/short_conv.py), to be adopted by the models where benchmarks/short_conv.py
+def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch", norm_group: int = 0) -> Tensor:
+    """SiLU(causal depthwise convolution over time): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype;
+    norm_group > 0: then each group of that many channels L2-normalized (l2_normalize; q's and k's heads).
+    backend "torch": K shifted products that torch.compile fuses with the norm and what follows (the models' form);
+    "triton": one kernel each way (triton/short_conv.py), to be adopted by the models where benchmarks/short_conv.py
     measures it faster on the GPU."""
     if backend == "torch":
-        return short_conv_silu_torch(x, weight)
+        y = short_conv_silu_torch(x, weight)
+        return l2_normalize(y.unflatten(-1, (-1, norm_group))).flatten(-2) if norm_group else y
     if backend == "triton":
         from .triton.short_conv import short_conv_silu_triton
-        return short_conv_silu_triton(x, weight)
+        return short_conv_silu_triton(x, weight, norm_group)
     raise ValueError(f"unknown short-convolution backend {backend!r}; choose torch or triton")
 
 

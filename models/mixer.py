@@ -1,7 +1,7 @@
 """The delta-rule token mixer: DeltaNet, Gated DeltaNet and (Gated) DeltaProduct_{n_h} in one module.
 
 x [B, T, d] -> y [B, T, d]. Per head (H heads, key dim dk, value dim dv), with n_h micro-steps per token:
-    q = L2norm(SiLU(conv4(W_q x))),  k_j = L2norm(SiLU(conv4(W_k,j x))),  v_j = SiLU(conv4(W_v,j x))
+    q = L2norm(SiLU(conv4(W_q x))),  k_j = L2norm(SiLU(conv4(W_k,j x))),  v_j = SiLU(conv4(W_v,j x))  (per head)
     g = −exp(A_log) · softplus(W_α x + dt_bias)          (gated kinds only; log-space decay)
     β_j = σ(W_β,j x)  or 2σ(·) with negative eigenvalues
     S ← exp(g) S;  S ← (I − β_j k_j k_jᵀ) S + β_j k_j v_jᵀ  for j = 1..n_h;   o = dk^−½ Sᵀ q
@@ -39,8 +39,8 @@ class DeltaMixer(nn.Module):
         self.g_proj = Linear(d, H * dv, Role.HIDDEN)
         self.o_proj = Linear(H * dv, d, Role.HIDDEN)
         self.b_proj = Linear(d, n * H, Role.GATE_MATRIX)
-        self.q_conv = ShortConv(H * dk, config.conv_size)
-        self.k_conv = ShortConv(n * H * dk, config.conv_size)
+        self.q_conv = ShortConv(H * dk, config.conv_size, norm_group=dk)  # q, k L2-normalized per head
+        self.k_conv = ShortConv(n * H * dk, config.conv_size, norm_group=dk)
         self.v_conv = ShortConv(n * H * dv, config.conv_size)
         self.gated = config.is_gated
         if self.gated:
@@ -53,8 +53,8 @@ class DeltaMixer(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         H, n, dk, dv = self.heads, self.householder, self.head_k_dim, self.head_v_dim
-        q = kernels.l2_normalize(self.q_conv(self.q_proj(x)).reshape(B, T, H, dk))
-        k = kernels.l2_normalize(self.k_conv(self.k_proj(x)).reshape(B, T * n, H, dk))
+        q = self.q_conv(self.q_proj(x)).reshape(B, T, H, dk)
+        k = self.k_conv(self.k_proj(x)).reshape(B, T * n, H, dk)
         v = self.v_conv(self.v_proj(x)).reshape(B, T * n, H, dv)
         beta_pre = self.b_proj(x).view(B, T * n, H)
         beta = beta_pre.float().sigmoid() * (2.0 if self.allow_neg_eigval else 1.0)

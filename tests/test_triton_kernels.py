@@ -414,21 +414,21 @@ def test_model_compiles_without_graph_breaks():
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 
-@pytest.mark.parametrize("B,T,C,K", [(2, 37, 70, 4), (1, 3, 5, 4), (1, 70, 130, 3), (2, 64, 64, 1)])
-def test_short_conv_matches_reference(B, T, C, K):
-    """The short convolution's kernels against the shifted-product reference in fp64: y, dx and dw, with ragged time
-    and channel tiles, fewer steps than taps, and one tap."""
-    from deltamup.kernels.reference import short_conv_silu as reference
-    from deltamup.kernels.triton.short_conv import short_conv_silu_triton
+@pytest.mark.parametrize("B,T,C,K,group", [
+    (2, 37, 70, 4, 0), (1, 3, 5, 4, 0), (1, 70, 130, 3, 0), (2, 64, 64, 1, 0),   # ragged tiles, T < K, one tap
+    (2, 37, 70, 4, 35), (1, 50, 192, 4, 96), (1, 20, 24, 4, 8)])                  # heads L2-normalized
+def test_short_conv_matches_reference(B, T, C, K, group):
+    """The short convolution's kernels against the reference (shifted products, then l2_normalize per group) in
+    fp64: out, dx and dw."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
     w = torch.randn(C, K, generator=gen, dtype=torch.float64) * K ** -0.5
-    dy = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
     got, want = {}, {}
-    for out, fn, dtype in ((got, short_conv_silu_triton, torch.float32), (want, reference, torch.float64)):
+    for out, backend, dtype in ((got, "triton", torch.float32), (want, "torch", torch.float64)):
         xi, wi = (t.to(DEVICE, dtype).requires_grad_() for t in (x, w))
-        y = fn(xi, wi)
-        y.backward(dy.to(DEVICE, dtype))
+        y = kernels.short_conv_silu(xi, wi, backend, norm_group=group)
+        y.backward(dout.to(DEVICE, dtype))
         out.update(y=y.detach(), dx=xi.grad, dw=wi.grad)
     for name in want:
         assert got[name].dtype == torch.float32
@@ -441,7 +441,8 @@ def test_short_conv_op_registration():
     from deltamup.kernels.triton.short_conv import short_conv_fwd
     x = torch.randn(2, 40, 24, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(24, 4, device=DEVICE, dtype=torch.float32, requires_grad=True)
-    torch.library.opcheck(short_conv_fwd, (x, w))
+    for group in (0, 8):
+        torch.library.opcheck(short_conv_fwd, (x, w, group))
     assert kernels.short_conv_silu(x, w, backend="triton").dtype == torch.bfloat16
     with pytest.raises(ValueError, match="short-convolution backend"):
         kernels.short_conv_silu(x, w, backend="cuda")

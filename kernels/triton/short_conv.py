@@ -1,12 +1,15 @@
-"""The short causal depthwise convolution with its SiLU, one pass each way (kernels.reference.short_conv_silu's math).
+"""The short causal depthwise convolution with its SiLU, and optionally the L2 norm of each group of channels after
+it (q's and k's heads), one pass each way (kernels.reference.short_conv_silu's math, then l2_normalize's).
 
-    z_t = Σ_j w_j x_{t−K+1+j}  (x_{<0} = 0; fp32),   y_t = SiLU(z_t) in x's dtype
+    z_t = Σ_j w_j x_{t−K+1+j}  (x_{<0} = 0; fp32),   y_t = SiLU(z_t),   out_t = y_t or y_t · r_t per group,
+    r_t = (Σ_group y_t² + eps)^{-1/2};   backward: dy = r (dout − ŷ Σ_group ŷ·dout) with ŷ = y r (or dout),
     dz_t = dy_t · σ(z_t) (1 + z_t (1 − σ(z_t))),   dx_t = Σ_j w_j dz_{t+K−1−j},   dw_j = Σ_{b,t} dz_t x_{t−K+1+j}
 
-x, y [B, T, C] (channels contiguous), w [C, K] fp32. The backward recomputes z, at the tile's T rows and the K − 1
-rows after it that dx needs, from shifted loads of x (L1/L2 serve the repeats): its DRAM traffic is x, dy and dx
-once, and a [B · T / BT, C, K] fp32 buffer of per-program dw sums that one torch sum reduces (no atomics: the same
-dw on every run).
+x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds BT rows × one channel block: 64 channels, or
+one whole group (padded to a power of two) with the norm. The backward recomputes z, at the tile's rows and the
+K − 1 after them that dx needs, from shifted loads of x (L1/L2 serve the repeats): its DRAM traffic is x, dout and
+dx once, and a [B · T / BT, C, K] fp32 buffer of per-program dw sums that one torch sum reduces (no atomics: the
+same dw on every run).
 """
 from __future__ import annotations
 
@@ -15,114 +18,138 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-BT, BC = 32, 64  # time rows and channels per program
+BLOCK_C = 64  # channels a program holds without the norm
+TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
+EPS = 1e-6    # the L2 norm's (kernels.reference.l2_normalize's default)
 
 
 @triton.jit
-def _z(x, w, t, c, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """z at rows t [BT] and channels c [BC] of one sequence (x at its start), fp32 [BT, BC]."""
+def _program(C, D, BT: tl.constexpr, BC: tl.constexpr):
+    """This program's rows t [BT], channels c [BC], the channels of them that exist, and its sequence."""
+    t = tl.program_id(0) * BT + tl.arange(0, BT)
+    c = tl.program_id(1) * D + tl.arange(0, BC)
+    return t, c, (tl.arange(0, BC) < D) & (c < C), tl.program_id(2)
+
+
+@triton.jit
+def _z(x, w, t, c, cm, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """z at rows t [BT] and channels c [BC] (cm: the channels that exist) of one sequence (x at its start)."""
     acc = tl.zeros([BT, BC], dtype=tl.float32)
     for j in tl.static_range(K):
         ts = t - (K - 1) + j
-        m = ((ts >= 0) & (ts < T))[:, None] & (c < C)[None, :]
+        m = ((ts >= 0) & (ts < T))[:, None] & cm[None, :]
         b_x = tl.load(x + ts[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
-        acc += b_x * tl.load(w + c * K + j, mask=c < C, other=0.0)[None, :]
+        acc += b_x * tl.load(w + c * K + j, mask=cm, other=0.0)[None, :]
     return acc
 
 
 @triton.jit
-def _dz(x, w, dy, t, c, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """dy · SiLU'(z) at rows t, channels c; 0 at rows ≥ T (no output there). fp32 [BT, BC]."""
-    b_z = _z(x, w, t, c, T, C, K, BT, BC)
-    m = (t < T)[:, None] & (c < C)[None, :]
-    b_dy = tl.load(dy + t[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
+def _dz(x, w, dout, t, c, cm, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NORM: tl.constexpr):
+    """The gradient at z, rows t, channels c; 0 at rows ≥ T (no output there). fp32 [BT, BC]."""
+    b_z = _z(x, w, t, c, cm, T, C, K, BT, BC)
+    m = (t < T)[:, None] & cm[None, :]
+    b_dy = tl.load(dout + t[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
     s = tl.sigmoid(b_z)
+    if NORM:
+        b_y = b_z * s
+        b_r = 1.0 / tl.sqrt(tl.sum(b_y * b_y, axis=1) + EPS)
+        b_yn = b_y * b_r[:, None]
+        b_dy = (b_dy - b_yn * tl.sum(b_yn * b_dy, axis=1)[:, None]) * b_r[:, None]
     return b_dy * s * (1.0 + b_z * (1.0 - s))
 
 
 @triton.jit
-def short_conv_fwd_kernel(x, w, y, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """Grid (T / BT, C / BC, B)."""
-    i_t, i_c, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    t = i_t * BT + tl.arange(0, BT)
-    c = i_c * BC + tl.arange(0, BC)
+def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                          NORM: tl.constexpr):
+    """Grid (T / BT, C / D, B); D channels a program (BC ≥ D, a power of two)."""
+    t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
-    y += i_b * T * C
-    b_z = _z(x, w, t, c, T, C, K, BT, BC)
-    m = (t < T)[:, None] & (c < C)[None, :]
-    tl.store(y + t[:, None] * C + c[None, :], (b_z * tl.sigmoid(b_z)).to(y.dtype.element_ty), mask=m)
+    out += i_b * T * C
+    b_z = _z(x, w, t, c, cm, T, C, K, BT, BC)
+    b_y = b_z * tl.sigmoid(b_z)
+    if NORM:
+        b_y = b_y / tl.sqrt(tl.sum(b_y * b_y, axis=1) + EPS)[:, None]
+    m = (t < T)[:, None] & cm[None, :]
+    tl.store(out + t[:, None] * C + c[None, :], b_y.to(out.dtype.element_ty), mask=m)
 
 
 @triton.jit
-def short_conv_bwd_kernel(x, w, dy, dx, dw, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """Grid (T / BT, C / BC, B). dw: [B · T / BT, C, K] fp32, this program's sums over its rows."""
-    i_t, i_c, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    t = i_t * BT + tl.arange(0, BT)
-    c = i_c * BC + tl.arange(0, BC)
+def short_conv_bwd_kernel(x, w, dout, dx, dw, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                          NORM: tl.constexpr):
+    """Grid (T / BT, C / D, B). dw: [B · T / BT, C, K] fp32, this program's sums over its rows."""
+    t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
-    dy += i_b * T * C
+    dout += i_b * T * C
     dx += i_b * T * C
-    dw += ((i_b * tl.num_programs(0) + i_t) * C) * K
-    b_dz = _dz(x, w, dy, t, c, T, C, K, BT, BC)
-    b_dx = b_dz * tl.load(w + c * K + (K - 1), mask=c < C, other=0.0)[None, :]
+    dw += ((i_b * tl.num_programs(0) + tl.program_id(0)) * C) * K
+    b_dz = _dz(x, w, dout, t, c, cm, T, C, K, BT, BC, NORM)
+    b_dx = b_dz * tl.load(w + c * K + (K - 1), mask=cm, other=0.0)[None, :]
     for j in tl.static_range(K):
         ts = t - (K - 1) + j
-        m = ((ts >= 0) & (ts < T))[:, None] & (c < C)[None, :]
+        m = ((ts >= 0) & (ts < T))[:, None] & cm[None, :]
         b_x = tl.load(x + ts[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
-        tl.store(dw + c * K + j, tl.sum(b_dz * b_x, axis=0), mask=c < C)
+        tl.store(dw + c * K + j, tl.sum(b_dz * b_x, axis=0), mask=cm)
     for s in tl.static_range(1, K):  # dz at the rows s ahead, through tap K − 1 − s
-        b_w = tl.load(w + c * K + (K - 1 - s), mask=c < C, other=0.0)
-        b_dx += _dz(x, w, dy, t + s, c, T, C, K, BT, BC) * b_w[None, :]
-    m = (t < T)[:, None] & (c < C)[None, :]
+        b_w = tl.load(w + c * K + (K - 1 - s), mask=cm, other=0.0)
+        b_dx += _dz(x, w, dout, t + s, c, cm, T, C, K, BT, BC, NORM) * b_w[None, :]
+    m = (t < T)[:, None] & cm[None, :]
     tl.store(dx + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-def _grid(x: Tensor) -> tuple[int, int, int]:
+def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]:
+    """The grid and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
     B, T, C = x.shape
-    return triton.cdiv(T, BT), triton.cdiv(C, BC), B
+    D = group or BLOCK_C
+    BC = triton.next_power_of_2(D)
+    BT = max(1, TILE // BC)
+    return (triton.cdiv(T, BT), triton.cdiv(C, D), B), dict(D=D, BT=BT, BC=BC, NORM=group > 0)
 
 
 @torch.library.custom_op("deltamup::short_conv_fwd", mutates_args=())
-def short_conv_fwd(x: Tensor, w: Tensor) -> Tensor:
-    """x [B, T, C] contiguous, w [C, K] fp32 contiguous -> SiLU(causal conv) [B, T, C] in x's dtype."""
-    y = torch.empty_like(x)
-    short_conv_fwd_kernel[_grid(x)](x, w, y, x.shape[1], x.shape[2], K=w.shape[1], BT=BT, BC=BC, num_warps=4)
-    return y
+def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
+    """x [B, T, C] contiguous, w [C, K] fp32 contiguous -> SiLU(causal conv) [B, T, C] in x's dtype, each group of
+    `group` channels L2-normalized (0: none)."""
+    grid, meta = _tiles(x, group)
+    out = torch.empty_like(x)
+    short_conv_fwd_kernel[grid](x, w, out, x.shape[1], x.shape[2], K=w.shape[1], num_warps=4, **meta)
+    return out
 
 
 @torch.library.custom_op("deltamup::short_conv_bwd", mutates_args=())
-def short_conv_bwd(x: Tensor, w: Tensor, dy: Tensor) -> tuple[Tensor, Tensor]:
-    """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dy (contiguous)."""
-    grid = _grid(x)
+def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tensor, Tensor]:
+    """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
+    grid, meta = _tiles(x, group)
     dx = torch.empty_like(x)
     dw = torch.empty(grid[0] * grid[2], *w.shape, device=x.device, dtype=torch.float32)
-    short_conv_bwd_kernel[grid](x, w, dy, dx, dw, x.shape[1], x.shape[2], K=w.shape[1], BT=BT, BC=BC, num_warps=4)
+    short_conv_bwd_kernel[grid](x, w, dout, dx, dw, x.shape[1], x.shape[2], K=w.shape[1], num_warps=4, **meta)
     return dx, dw.sum(0)
 
 
 @short_conv_fwd.register_fake
-def _(x: Tensor, w: Tensor) -> Tensor:
+def _(x: Tensor, w: Tensor, group: int) -> Tensor:
     return torch.empty_like(x)
 
 
 @short_conv_bwd.register_fake
-def _(x: Tensor, w: Tensor, dy: Tensor) -> tuple[Tensor, Tensor]:
+def _(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tensor, Tensor]:
     return torch.empty_like(x), torch.empty_like(w, dtype=torch.float32)
 
 
 def _setup(ctx, inputs: tuple, output: Tensor) -> None:
-    ctx.save_for_backward(*inputs)
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.group = inputs[2]
 
 
-def _backward(ctx, dy: Tensor) -> tuple[Tensor, Tensor]:
+def _backward(ctx, dout: Tensor) -> tuple[Tensor, Tensor, None]:
     x, w = ctx.saved_tensors
-    dx, dw = short_conv_bwd(x, w, dy.contiguous())
-    return dx, dw.to(w.dtype)
+    dx, dw = short_conv_bwd(x, w, dout.contiguous(), ctx.group)
+    return dx, dw.to(w.dtype), None
 
 
 short_conv_fwd.register_autograd(_backward, setup_context=_setup)
 
 
-def short_conv_silu_triton(x: Tensor, weight: Tensor) -> Tensor:
-    """SiLU(causal depthwise conv): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype, differentiable in both."""
-    return short_conv_fwd(x.contiguous(), weight.float().contiguous())
+def short_conv_silu_triton(x: Tensor, weight: Tensor, norm_group: int = 0) -> Tensor:
+    """SiLU(causal depthwise conv): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype, differentiable in both;
+    norm_group > 0: each group of that many channels L2-normalized after the SiLU (C a multiple of it)."""
+    return short_conv_fwd(x.contiguous(), weight.float().contiguous(), norm_group)
