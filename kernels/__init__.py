@@ -14,6 +14,7 @@ Backends: "recurrent" (kernels.reference, token by token), "torch" (kernels.chun
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from torch import Tensor
@@ -114,5 +115,12 @@ def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch", norm_grou
     raise ValueError(f"unknown short-convolution backend {backend!r}; choose torch or triton")
 
 
+def launch_configs() -> str | None:
+    """The Triton launch config each pass took in this process so far (triton.tuning.chosen), or None where no
+    Triton kernel has been launched (its launcher never imported: nothing is imported here to ask)."""
+    tuning = sys.modules.get(f"{__name__}.triton.tuning")
+    return tuning.chosen() or None if tuning is not None else None
+
+
 __all__ = ["BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product", "recurrent_gated_delta_rule",
-           "l2_normalize", "resolve_backend", "short_conv_silu"]
+           "l2_normalize", "launch_configs", "resolve_backend", "short_conv_silu"]

@@ -26,7 +26,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   attempt's traceback, over every run of the sweep), first_step_seconds (training loop start to the
                   end of its first step, synced: compile + autotune + one step), compile_cache_hits and
                   compile_cache_misses (the FX graph cache's, one per forward or backward graph the trial compiled;
-                  0 and 0 when its process had the graph in memory; None without compile)
+                  0 and 0 when its process had the graph in memory; None without compile), kernel_configs (the
+                  Triton launch config each kernel pass took in the trial's process, "pass config; …";
+                  kernels.launch_configs; None without Triton kernels)
 
 from_row checks a parsed file: a JSON object; trial_id and status present and strings; every field it names of its
 type (ints for ints, numbers for floats, a list of strings for gpu_ids and tracebacks); width ≥ 1 and lr > 0 where
@@ -55,7 +57,7 @@ METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "
            "clipped_fraction")
 COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "resumed_from_step",
         "device", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util",
-        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses")
+        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs")
 Scalar = str | int | float | bool | None
 
 
@@ -113,6 +115,7 @@ class TrialRecord:
     first_step_seconds: float | None = None
     compile_cache_hits: int | None = None
     compile_cache_misses: int | None = None
+    kernel_configs: str | None = None
     schema: str | None = SCHEMA
 
     @property

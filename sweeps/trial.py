@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from deltamup import kernels
 from deltamup.models import DeltaLM, ModelConfig
 from deltamup.parametrizations import BaseHparams, build_model
 from deltamup.parametrizations.hparams import label
@@ -261,7 +262,7 @@ def result_columns(cfg: dict[str, Any], result: TrainResult, val_losses: dict[st
             "tokens_per_s": result.tokens / result.seconds if result.seconds > 0 else None, "params": params,
             "first_step_seconds": result.first_step_seconds,
             "compile_cache_hits": result.compile_cache.get("fx_hit"),
-            "compile_cache_misses": result.compile_cache.get("fx_miss")}
+            "compile_cache_misses": result.compile_cache.get("fx_miss"), "kernel_configs": kernels.launch_configs()}
 
 
 def curve_columns(cfg: dict[str, Any], result: TrainResult) -> dict[str, list]:

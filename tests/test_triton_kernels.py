@@ -482,3 +482,14 @@ def graph_nodes(fn) -> str:
             seen.add(node)
             todo += [f for f, _ in node.next_functions]
     return " ".join(type(n).__name__ for n in seen)
+
+
+def test_launch_configs_name_each_pass_and_its_config():
+    """What a trial records of its kernels (kernels.launch_configs): every pass launched, with the config it took."""
+    from deltamup.kernels.triton import tuning
+    x = make_inputs(1, 70, 2, 16, 32, "random")
+    run(chunk_gated_delta_rule_triton, x, torch.float32, False, False)
+    entries = kernels.launch_configs().split("; ")
+    assert {"chunk_kkt_solve_fwd_kernel", "chunk_state_fwd_kernel", "chunk_wy_bwd_kernel"} <= {
+        e.split(" ")[0] for e in entries}
+    assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)

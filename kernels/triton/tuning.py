@@ -300,6 +300,12 @@ def _cuda_ms(fn: Callable[[], None], reps: int = 5, rounds: int = 3) -> float:
     return best
 
 
+def chosen() -> str:
+    """Every config this process's launches took, "pass config" per distinct pair, sorted and joined by "; "
+    (e.g. "chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True; …"): which kernels a run's numbers came from."""
+    return "; ".join(sorted({f"{key[0]} {config_text(cfg)}" for key, cfg in _chosen.items()}))
+
+
 def config_text(cfg: dict[str, int]) -> str:
     """A config as the autotuner's log prints it, e.g. "BV=64,warps=4,stages=2"."""
     return ",".join(f"{k.replace('num_', '')}={v}" for k, v in cfg.items())
