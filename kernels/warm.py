@@ -80,15 +80,15 @@ def stamp_path(K: int, V: int, householder: int, gated: bool) -> Path:
     return Path(cache) / "deltamup-checked" / f"{digest.hexdigest()[:32]}.json"
 
 
-def warm_shapes(shapes: Iterable[Shape]) -> tuple[int, list[str]]:
-    """Warm and check every shape in its own process (compilation is CPU work: the shapes compile in parallel);
-    prints one line per shape. Returns the number of shapes that failed and the "pass@config" of the candidates
-    off fp64."""
+def warm_shapes(shapes: Iterable[Shape], check: bool = True) -> tuple[int, list[str]]:
+    """Warm, and check where `check`, every shape in its own process (compilation is CPU work: the shapes compile in
+    parallel); prints one line per shape. Returns the number of shapes that failed and the "pass@config" of the
+    candidates off fp64."""
     procs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (K, V, n, gated) in enumerate(sorted(set(shapes))):
             cmd = [sys.executable, "-m", "deltamup.kernels.warm", str(K), str(V), "--householder", str(n),
-                   "--off-fp64", str(Path(tmp) / f"{i}.json")]
+                   *(["--off-fp64", str(Path(tmp) / f"{i}.json")] if check else [])]
             procs.append((subprocess.Popen(cmd + ([] if gated else ["--no-gate"])), Path(tmp) / f"{i}.json"))
         failed, off = 0, []
         for proc, path in procs:
@@ -107,9 +107,10 @@ def main() -> None:
                    help="then check every candidate config against fp64 and write those off it here (JSON list)")
     args = p.parse_args()
     stamp = stamp_path(args.K, args.V, args.householder, not args.no_gate)
-    if args.off_fp64 is not None and stamp.is_file():
+    if stamp.is_file():  # its kernels are in this cache too
         found = json.loads(stamp.read_text())
-        args.off_fp64.write_text(json.dumps(found["off"]))
+        if args.off_fp64 is not None:
+            args.off_fp64.write_text(json.dumps(found["off"]))
         print(f"kernels for K={args.K} V={args.V} n_h={args.householder} warmed and checked against fp64 in this "
               f"cache before (same sources, torch, Triton and GPU; {stamp}): {len(found['off'])} off", flush=True)
         return

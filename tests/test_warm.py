@@ -47,19 +47,25 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
     stale.write_text("chunk_o_fwd_kernel@warps=4,stages=2\n")
     release = threading.Event()
 
-    def check(spec, widths):
+    calls = []
+
+    def check(spec, widths, check=True):
+        calls.append(check)
+        if not check:  # the compile, before the runner goes on
+            return []
         release.wait(30)
         return ["chunk_o_fwd_kernel@warps=2,stages=2", "chunk_wu_aqk_fwd_kernel@warps=4,stages=2"]
     monkeypatch.setattr(cli_sweep, "warm_kernels", check)
     monkeypatch.delenv(tuning.EXCLUDE_ENV, raising=False)
     monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
     finish = cli_sweep.start_kernel_check(None, [256], Path("sweep"))
+    assert calls[0] is False  # compiled before it returned; the check runs on
     assert os.environ[tuning.EXCLUDE_FILE_ENV] == str(stale) and not stale.exists()  # named before Ray starts
     configs = [dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2)]
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs  # no file yet: nothing left out
     release.set()
     finish()
-    assert stale.read_text().splitlines() == check(None, [])
+    assert calls == [False, True] and stale.read_text().splitlines() == check(None, [])
     assert tuning.allowed("chunk_o_fwd_kernel", configs) == configs[:1]
     out = capsys.readouterr().out
     assert out.count("2 kernel config(s) off fp64") == 1 and str(stale) in out
@@ -73,8 +79,10 @@ def test_a_kernel_check_that_fails_stops_the_sweep_before_its_trials(tmp_path, m
     from deltamup.cli import sweep as cli_sweep
     from deltamup.kernels.triton import tuning
 
-    def check(spec, widths):
-        raise OSError("CUDA error: no kernel image is available")
+    def check(spec, widths, check=True):
+        if check:
+            raise OSError("CUDA error: no kernel image is available")
+        return []
     monkeypatch.setattr(cli_sweep, "warm_kernels", check)
     monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
     finish = cli_sweep.start_kernel_check(None, [256], tmp_path)

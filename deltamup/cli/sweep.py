@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "trials find them in the sweep's Triton cache, DIR/compile-cache (on a GPU with the triton or "
                         "auto kernel backend; with compile: true the sweep's compile warm-up does this too), and check "
                         "every candidate config there against fp64: those off it are left out of the trials' "
-                        "autotuning. Runs beside Ray's start and the compile warm-up; the trials launch once it is "
-                        "done. Only the widths left to run, nothing when none is")
+                        "autotuning. Compiles first, then checks beside Ray's start and the compile warm-up; the "
+                        "trials launch once the check is done. Only the widths left to run, nothing when none is")
     p.add_argument("--plan", action="store_true",
                    help="print, per width, the trials left, parameters, tokens per parameter, memory and GPU share a "
                         "trial, and the GPU time left where DIR has finished trials of the same model to time; run "
@@ -68,10 +68,11 @@ def kernel_shapes(spec: specs.SweepSpec, widths: list[int]) -> set[Shape]:
     return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
 
 
-def warm_kernels(spec: specs.SweepSpec, widths: list[int]) -> list[str]:
-    """Compiles the Triton kernels for every head shape of the spec at `widths` (those left to run) and checks each
-    candidate config there against fp64 (nothing to do without widths, a GPU or the Triton backend); returns the
-    "pass@config" of those off fp64. A shape that fails to compile is reported and left to the trials."""
+def warm_kernels(spec: specs.SweepSpec, widths: list[int], check: bool = True) -> list[str]:
+    """Compiles the Triton kernels for every head shape of the spec at `widths` (those left to run) and, with
+    `check`, checks each candidate config there against fp64 (nothing to do without widths, a GPU or the Triton
+    backend); returns the "pass@config" of those off fp64. A shape that fails to compile is reported and left to the
+    trials."""
     import torch
 
     if not widths:
@@ -80,21 +81,24 @@ def warm_kernels(spec: specs.SweepSpec, widths: list[int]) -> list[str]:
     if not torch.cuda.is_available() or spec.model_config(widths[0]).kernel_backend not in ("auto", "triton"):
         print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
         return []
-    failed, off = warm_shapes(kernel_shapes(spec, widths))
+    failed, off = warm_shapes(kernel_shapes(spec, widths), check)
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
     return off
 
 
 def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> Callable[[], None]:
-    """warm_kernels in a thread (its work runs in processes of its own), beside Ray's start and the sweep's compile
-    warm-up. Names the file of configs to leave out (tuning.EXCLUDE_FILE_ENV, DIR/compile-cache/kernels-off-fp64:
-    per machine, like the cache) for the processes Ray starts, and returns what the runner calls before its first
-    trial launches: wait for the check, write the file, say what it left out (exclude); where the check raised,
-    raise, so that no trial runs without it (the runner calls it once: runner.once)."""
+    """Compiles the kernels (warm_kernels without the check: the sweep's compile warm-up then finds them in the
+    cache instead of compiling them beside it), then checks them against fp64 in a thread (its work runs in
+    processes of its own) beside Ray's start and the compile warm-up. Names the file of configs to leave out
+    (tuning.EXCLUDE_FILE_ENV, DIR/compile-cache/kernels-off-fp64: per machine, like the cache) for the processes Ray
+    starts, and returns what the runner calls before its first trial launches: wait for the check, write the file,
+    say what it left out (exclude); where the check raised, raise, so that no trial runs without it (the runner
+    calls it once: runner.once)."""
     path = (store.compile_cache_dir(out) / "kernels-off-fp64").resolve()  # trials run in folders of their own
     path.unlink(missing_ok=True)  # an earlier run's, maybe on another GPU
     os.environ[EXCLUDE_FILE_ENV] = str(path)
+    warm_kernels(spec, widths, check=False)
     found: list[str] = []
     failed: list[BaseException] = []
 
