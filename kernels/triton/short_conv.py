@@ -18,9 +18,14 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .tuning import launch
+
 BLOCK_C = 64  # channels a program holds without the norm
 TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
 EPS = 1e-6    # the L2 norm's (kernels.reference.l2_normalize's default)
+# Timed on a GPU per shape by tuning.launch, the first on a CPU; warps change no element's arithmetic, only the order
+# of the sums over a row's channels (the norm) and over a program's rows (dw)
+CONFIGS = (dict(num_warps=4), dict(num_warps=8), dict(num_warps=2))
 
 
 @triton.jit
@@ -111,7 +116,7 @@ def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     `group` channels L2-normalized (0: none)."""
     grid, meta = _tiles(x, group)
     out = torch.empty_like(x)
-    short_conv_fwd_kernel[grid](x, w, out, x.shape[1], x.shape[2], K=w.shape[1], num_warps=4, **meta)
+    launch(short_conv_fwd_kernel, grid, (x, w, out, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta), CONFIGS)
     return out
 
 
@@ -121,7 +126,8 @@ def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tens
     grid, meta = _tiles(x, group)
     dx = torch.empty_like(x)
     dw = torch.empty(grid[0] * grid[2], *w.shape, device=x.device, dtype=torch.float32)
-    short_conv_bwd_kernel[grid](x, w, dout, dx, dw, x.shape[1], x.shape[2], K=w.shape[1], num_warps=4, **meta)
+    launch(short_conv_bwd_kernel, grid, (x, w, dout, dx, dw, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
+           CONFIGS)
     return dx, dw.sum(0)
 
 
