@@ -426,7 +426,7 @@ def test_short_conv_matches_reference(B, T, C, K, group):
     dout = torch.randn(B, T, C, generator=gen, dtype=torch.float64)
     got, want = {}, {}
     for out, backend, dtype in ((got, "triton", torch.float32), (want, "torch", torch.float64)):
-        xi, wi = (t.to(DEVICE, dtype).requires_grad_() for t in (x, w))
+        xi, wi = (t.to(DEVICE, dtype, copy=True).requires_grad_() for t in (x, w))
         y = kernels.short_conv_silu(xi, wi, backend, norm_group=group)
         y.backward(dout.to(DEVICE, dtype))
         out.update(y=y.detach(), dx=xi.grad, dw=wi.grad)
@@ -493,3 +493,30 @@ def test_launch_configs_name_each_pass_and_its_config():
     assert {"chunk_kkt_solve_fwd_kernel", "chunk_state_fwd_kernel", "chunk_wy_bwd_kernel"} <= {
         e.split(" ")[0] for e in entries}
     assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)
+
+
+@pytest.mark.parametrize("kernel", ["short_conv_fwd_kernel", "short_conv_bwd_kernel"])
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_every_short_conv_config_is_correct(kernel, index):
+    """Each launch config the short convolution's autotuner may pick (on a GPU: bf16, timed per shape), pinned in
+    turn, against the fp64 reference with and without the per-head norm: out, dx, dw."""
+    from deltamup.kernels.triton import short_conv, tuning
+    assert index < len(short_conv.CONFIGS)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 40, 96, generator=gen, dtype=torch.float64)
+    w = torch.randn(96, 4, generator=gen, dtype=torch.float64) / 2
+    dout = torch.randn(2, 40, 96, generator=gen, dtype=torch.float64)
+    for group in (0, 32):
+        got, want = {}, {}
+        for out, backend, dtype in ((got, "triton", torch.bfloat16), (want, "torch", torch.float64)):
+            xi = x.to(DEVICE, dtype, copy=True).requires_grad_()
+            wi = w.to(DEVICE, torch.float32 if dtype == torch.bfloat16 else dtype, copy=True).requires_grad_()
+            with tuning.pinned(kernel, index) as pin:
+                y = kernels.short_conv_silu(xi, wi, backend, norm_group=group)
+                y.backward(dout.to(DEVICE, dtype))
+            out.update(y=y.detach(), dx=xi.grad, dw=wi.grad, launched=pin.launched)
+        assert got["launched"][kernel] == [short_conv.CONFIGS[index]]
+        del got["launched"], want["launched"]
+        for name, ref in want.items():
+            err = ((got[name].double() - ref).norm() / ref.norm()).item()
+            assert err < 1e-2, f"group {group}, {name}: relative error {err:.2e}"
