@@ -119,7 +119,9 @@ def launch_configs() -> str | None:
     """The Triton launch config each pass took in this process so far (triton.tuning.chosen), or None where no
     Triton kernel has been launched (its launcher never imported: nothing is imported here to ask)."""
     tuning = sys.modules.get(f"{__name__}.triton.tuning")
-    return tuning.chosen() or None if tuning is not None else None
+    if tuning is None:
+        return None
+    return tuning.chosen() or None
 
 
 __all__ = ["BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product", "recurrent_gated_delta_rule",

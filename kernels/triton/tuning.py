@@ -73,7 +73,7 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
     candidates at 2 and 3 stages, timed by launch against the state pass plus the output pass. On an H200 (bf16) the
     fused walk at BV 64, 4 warps, 3 stages took 0.90–0.95 of the forward at widths 512, 1024 and fla's standard
     shape and 1.04 at 768; at 1536 three stages do not fit and two took 1.11; BV 32 and 8 warps never won
-    (studies/kernel-checks/state_o_fused.py). None where `configs` has no BV 64 (narrow heads among them)."""
+    (studies/kernel-checks/state_o_fused.py). Empty where `configs` has no BV 64 (narrow heads among them)."""
     return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
 
 
