@@ -47,6 +47,8 @@ if not __package__:  # run as a file: benchmarks/ is not installed, the reposito
 from benchmarks.kernels import cuda_times  # noqa: E402
 
 StepFn = Callable[[Tensor, Tensor], Tensor]
+OURS = ("ours", "ours-compile", "ours-blocks", "ours-cudagraphs", "ours-graphed", "ours-tuned")
+TRITON_CONV = "+triton-conv"
 
 
 def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
@@ -55,20 +57,21 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     regional compile's cold cost), ours-cudagraphs (torch.compile's "reduce-overhead" mode: the compiled forward and
     backward replayed as CUDA graphs), ours-graphed (the whole step, the compiled model with clipping and fused
     AdamW, one CUDA graph: graphed_step), ours-tuned (ours-compile with Inductor tuning its own pointwise and
-    reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step),
-    ours-triton-conv (ours-compile with the short convolutions through their Triton kernels:
-    kernels/triton/short_conv.py)."""
+    reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step).
+    Any of them with the suffix +triton-conv: the short convolutions through their Triton kernels
+    (kernels/triton/short_conv.py) instead of the PyTorch form."""
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
                          vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width)
     assert config.mlp_hidden == args.mlp_hidden
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
-    if variant == "ours-triton-conv":
+    variant, triton_conv = variant.removesuffix(TRITON_CONV), variant.endswith(TRITON_CONV)
+    if triton_conv:
         for module in model.modules():
             if isinstance(module, ShortConv):
                 module.backend = "triton"
         torch._dynamo.reset()  # its own graphs, whatever a variant before it compiled
-    compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True,
-                    "ours-triton-conv": True}.get(variant, False)
+    compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True
+                    }.get(variant, False)
     train_config = TrainConfig(lr=args.lr, weight_decay=0.1, compile=compile_mode)
     loss_fn, optimizer = loss_function(train_config), make_optimizer(model, "gdn-mup", train_config)
     if variant == "ours-cudagraphs":
@@ -247,8 +250,7 @@ def table(rows: list[dict], peak: float | None) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"],
-                   choices=["ours", "ours-compile", "ours-blocks", "ours-cudagraphs", "ours-graphed", "ours-tuned",
-                            "ours-triton-conv", "fla"])
+                   choices=[*OURS, *(v + TRITON_CONV for v in OURS), "fla"])
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=6)

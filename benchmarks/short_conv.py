@@ -10,7 +10,7 @@ At the models' q/k and v convolutions at widths 256, 1024 and 2048 (0.75·d chan
 - wall time beside it (triton.testing.do_bench median), which includes host time;
 - each form's error against the fp64 reference (‖x − ref‖/‖ref‖ of y, dx, dw).
 Prints a Markdown table; --out also writes the rows as JSON. The whole model with each form:
-benchmarks/model_throughput.py --variants ours-compile ours-triton-conv.
+benchmarks/model_throughput.py --variants ours-compile ours-compile+triton-conv.
 """
 from __future__ import annotations
 

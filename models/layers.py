@@ -41,7 +41,7 @@ class ShortConv(nn.Module):
     """Causal depthwise convolution over time, then SiLU, then (norm_group > 0) the L2 norm of each group of that
     many channels (q's and k's heads). x [B, T, C] -> [B, T, C]. `backend`: kernels.short_conv_silu's ("torch", the
     shifted products torch.compile fuses; "triton", its own kernels: benchmarks/model_throughput.py's
-    ours-triton-conv sets it)."""
+    +triton-conv variants set it)."""
 
     def __init__(self, channels: int, kernel_size: int, norm_group: int = 0) -> None:
         super().__init__()

@@ -520,3 +520,38 @@ def test_every_short_conv_config_is_correct(kernel, index):
         for name, ref in want.items():
             err = ((got[name].double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, f"group {group}, {name}: relative error {err:.2e}"
+
+
+def test_jitted_kernels_read_only_constexpr_globals():
+    """The compiler (not the interpreter these tests run in) rejects a @triton.jit function that reads a module
+    global other than a tl.constexpr, another jitted function or a module: each kernel's global names, checked the
+    compiler's way, so the CPU suite catches it."""
+    import ast
+    import importlib
+    import inspect
+    import pkgutil
+    import types
+
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    import deltamup.kernels.triton as package
+    jitted = (triton.runtime.JITFunction, InterpretedFunction)
+    bad, kernels = [], 0
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, fn in vars(module).items():
+            if not isinstance(fn, jitted) or fn.fn.__module__ != module.__name__:
+                continue
+            kernels += 1
+            tree = ast.parse(inspect.getsource(fn.fn))
+            local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+            local |= {t.id for t in ast.walk(tree) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Name) or node.id in local or node.id not in vars(module):
+                    continue
+                value = vars(module)[node.id]
+                if not isinstance(value, (tl.constexpr, *jitted, types.ModuleType)):
+                    bad.append(f"{module.__name__}.{name} reads {node.id} = {value!r}")
+    assert kernels >= 10 and not bad, (kernels, bad)

@@ -22,7 +22,7 @@ from .tuning import launch
 
 BLOCK_C = 64  # channels a program holds without the norm
 TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
-EPS = 1e-6    # the L2 norm's (kernels.reference.l2_normalize's default)
+EPS = tl.constexpr(1e-6)  # the L2 norm's (kernels.reference.l2_normalize's default)
 # Timed on a GPU per shape by tuning.launch, the first on a CPU; warps change no element's arithmetic, only the order
 # of the sums over a row's channels (the norm) and over a program's rows (dw)
 CONFIGS = (dict(num_warps=4), dict(num_warps=8), dict(num_warps=2))
