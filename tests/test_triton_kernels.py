@@ -495,7 +495,7 @@ def test_launch_configs_name_each_pass_and_its_config():
     assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)
 
 
-@pytest.mark.parametrize("kernel", ["short_conv_fwd_kernel", "short_conv_bwd_kernel"])
+@pytest.mark.parametrize("kernel", ["short_conv_fwd_kernel", "short_conv_dz_kernel", "short_conv_dx_kernel"])
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_every_short_conv_config_is_correct(kernel, index):
     """Each launch config the short convolution's autotuner may pick (on a GPU: bf16, timed per shape), pinned in

@@ -6,12 +6,15 @@ it (q's and k's heads), one pass each way (kernels.reference.short_conv_silu's m
     dz_t = dy_t · σ(z_t) (1 + z_t (1 − σ(z_t))),   dx_t = Σ_j w_j dz_{t+K−1−j},   dw_j = Σ_{b,t} dz_t x_{t−K+1+j}
 
 x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds BT rows × one channel block: 64 channels, or
-one whole group (padded to a power of two) with the norm. The backward recomputes z, at the tile's rows and the
-K − 1 after them that dx needs, from shifted loads of x (L1/L2 serve the repeats): its DRAM traffic is x, dout and
-dx once, and a [B · T / BT, C, K] fp32 buffer of per-program dw sums that one torch sum reduces (no atomics: the
-same dw on every run).
+one whole group (padded to a power of two) with the norm. The forward reads K shifted tiles of x (L1/L2 serve the
+repeats). The backward is two passes: the first computes dz once at its rows (z again from shifted loads of x, the
+norm's backward within the group) into an fp32 [B, T, C] buffer, and each program's dw sums over its rows into a
+[B · T / BT, C, K] fp32 buffer that one torch sum reduces (no atomics: the same dw on every run); the second reads
+K shifted tiles of dz for dx. Its DRAM traffic: x, dout and dx once, dz written and read once, the dw buffer.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -79,26 +82,43 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, BT: tl.constexpr,
 
 
 @triton.jit
-def short_conv_bwd_kernel(x, w, dout, dx, dw, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-                          NORM: tl.constexpr):
-    """Grid (T / BT, C / D, B). dw: [B · T / BT, C, K] fp32, this program's sums over its rows."""
+def short_conv_dz_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                         NORM: tl.constexpr):
+    """Backward, first pass. Grid (T / BT, C / D, B): dz [B, T, C] fp32 at this program's rows, and
+    dw: [B · T / BT, C, K] fp32, this program's sums over its rows."""
     t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
-    dout += i_b * T * C
-    dx += i_b * T * C
+    dz += i_b * T * C
     dw += ((i_b * tl.num_programs(0) + tl.program_id(0)) * C) * K
-    b_dz = _dz(x, w, dout, t, c, cm, T, C, K, BT, BC, NORM)
-    b_dx = b_dz * tl.load(w + c * K + (K - 1), mask=cm, other=0.0)[None, :]
+    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, BT, BC, NORM)
     for j in tl.static_range(K):
         ts = t - (K - 1) + j
         m = ((ts >= 0) & (ts < T))[:, None] & cm[None, :]
         b_x = tl.load(x + ts[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
         tl.store(dw + c * K + j, tl.sum(b_dz * b_x, axis=0), mask=cm)
-    for s in tl.static_range(1, K):  # dz at the rows s ahead, through tap K − 1 − s
+    m = (t < T)[:, None] & cm[None, :]
+    tl.store(dz + t[:, None] * C + c[None, :], b_dz, mask=m)
+
+
+@triton.jit
+def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """Backward, second pass. Grid (T / BT, C / BC, B): dx_t = Σ_s w_{K−1−s} dz_{t+s} (dz beyond T is 0)."""
+    t, c, cm, i_b = _program(C, BC, BT, BC)
+    dz += i_b * T * C
+    dx += i_b * T * C
+    b_dx = tl.zeros([BT, BC], dtype=tl.float32)
+    for s in tl.static_range(K):
+        m = (t + s < T)[:, None] & cm[None, :]
         b_w = tl.load(w + c * K + (K - 1 - s), mask=cm, other=0.0)
-        b_dx += _dz(x, w, dout, t + s, c, cm, T, C, K, BT, BC, NORM) * b_w[None, :]
+        b_dx += tl.load(dz + (t + s)[:, None] * C + c[None, :], mask=m, other=0.0) * b_w[None, :]
     m = (t < T)[:, None] & cm[None, :]
     tl.store(dx + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+# A triton_op's kernels are launched by the code Inductor generates for the compiled model; a custom_op's Python
+# body (the dispatcher, then the launcher) would cost the host about 0.1 ms a call, and the model is host-bound
+# (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with.
+_register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
 
 
 def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]:
@@ -110,7 +130,7 @@ def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]
     return (triton.cdiv(T, BT), triton.cdiv(C, D), B), dict(D=D, BT=BT, BC=BC, NORM=group > 0)
 
 
-@torch.library.custom_op("deltamup::short_conv_fwd", mutates_args=())
+@_register_op("deltamup::short_conv_fwd", mutates_args=())
 def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     """x [B, T, C] contiguous, w [C, K] fp32 contiguous -> SiLU(causal conv) [B, T, C] in x's dtype, each group of
     `group` channels L2-normalized (0: none)."""
@@ -120,14 +140,18 @@ def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     return out
 
 
-@torch.library.custom_op("deltamup::short_conv_bwd", mutates_args=())
+@_register_op("deltamup::short_conv_bwd", mutates_args=())
 def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tensor, Tensor]:
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
     grid, meta = _tiles(x, group)
-    dx = torch.empty_like(x)
+    dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
     dw = torch.empty(grid[0] * grid[2], *w.shape, device=x.device, dtype=torch.float32)
-    launch(short_conv_bwd_kernel, grid, (x, w, dout, dx, dw, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
+    launch(short_conv_dz_kernel, grid, (x, w, dout, dz, dw, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
            CONFIGS)
+    dx = torch.empty_like(x)
+    grid, meta = _tiles(x, 0)
+    launch(short_conv_dx_kernel, grid, (dz, w, dx, x.shape[1], x.shape[2]), dict(K=w.shape[1], BT=meta["BT"],
+           BC=meta["BC"]), CONFIGS)
     return dx, dw.sum(0)
 
 

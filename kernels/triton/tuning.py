@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import triton
+from torch.library import wrap_triton
 from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
@@ -200,22 +201,29 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
     (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
     capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
+    Inside a torch.library.triton_op that torch.compile traces (fake tensors; the launch becomes a node of the
+    graph that Inductor's own code launches), the first config.
     Candidates named in EXCLUDE_ENV or EXCLUDE_FILE_ENV's file are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the
     times. `then(config)` runs after each launch with the config it took: the work that config leaves to another
     pass, timed with it."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel),
-           tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
-           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
+    name = kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel)
+    # the kernel itself, except inside a triton_op that torch.compile traces (never in the interpreter)
+    traceable = wrap_triton(kernel) if isinstance(kernel, triton.runtime.JITFunction) else kernel
 
     def run(cfg: dict[str, int]) -> None:
-        kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
+        traceable[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
         if then is not None:
             then(cfg)
     if _pin is not None:
-        _launch_pinned(_pin, key[0], configs, fallbacks, run)
+        _launch_pinned(_pin, name, configs, fallbacks, run)
         return
+    if traceable is not kernel:  # traced on fake tensors, maybe of symbolic sizes: nothing to time
+        run(allowed(name, configs)[0])
+        return
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    key = (name, tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
+           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
     if key in _chosen:
         run(_chosen[key])
         return
