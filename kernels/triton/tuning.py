@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import triton
+from torch._subclasses.fake_tensor import is_fake
 from torch.library import wrap_triton
 from triton.runtime.errors import OutOfResources
 
@@ -208,8 +209,9 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     pass, timed with it."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     name = kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel)
-    # the kernel itself, except inside a triton_op that torch.compile traces (never in the interpreter)
-    traceable = wrap_triton(kernel) if isinstance(kernel, triton.runtime.JITFunction) else kernel
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    traced = any(is_fake(t) for t in tensors)  # inside a triton_op that torch.compile traces
+    traceable = wrap_triton(kernel) if traced else kernel
 
     def run(cfg: dict[str, int]) -> None:
         traceable[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
@@ -218,10 +220,9 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if _pin is not None:
         _launch_pinned(_pin, name, configs, fallbacks, run)
         return
-    if traceable is not kernel:  # traced on fake tensors, maybe of symbolic sizes: nothing to time
+    if traced:  # fake tensors, maybe of symbolic sizes: nothing to time
         run(allowed(name, configs)[0])
         return
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
     key = (name, tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
            tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
     if key in _chosen:
