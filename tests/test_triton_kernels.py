@@ -555,3 +555,27 @@ def test_jitted_kernels_read_only_constexpr_globals():
                 if not isinstance(value, (tl.constexpr, *jitted, types.ModuleType)):
                     bad.append(f"{module.__name__}.{name} reads {node.id} = {value!r}")
     assert kernels >= 10 and not bad, (kernels, bad)
+
+
+def test_launch_takes_the_traced_path_only_on_fake_tensors(monkeypatch):
+    """Inside a triton_op that torch.compile traces (fake tensors) launch takes the first allowed config and keeps no
+    choice; on real tensors it chooses as ever and keeps the choice (wrap_triton's wrapper is no such test: it is
+    on outside triton_ops too, so every eager launch of the delta rule would go untuned through the wrapper)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from deltamup.kernels.triton import tuning
+
+    monkeypatch.setattr(tuning, "_chosen", {})
+    calls: list[int] = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, num_warps: calls.append(num_warps)
+
+    cfgs = [dict(num_warps=8), dict(num_warps=4)]
+    monkeypatch.setattr(tuning, "wrap_triton", lambda kernel: kernel)  # the tracing wrapper takes only JIT functions
+    with FakeTensorMode() as mode:
+        tuning.launch(Kernel(), (1,), (mode.from_tensor(torch.zeros(4)),), {}, cfgs)
+    assert calls == [8] and tuning._chosen == {}
+    tuning.launch(Kernel(), (1,), (torch.zeros(4),), {}, cfgs)
+    assert calls == [8, 8] and list(tuning._chosen.values()) == [dict(num_warps=8)]
