@@ -38,7 +38,6 @@ import torch
 from torch import Tensor, nn
 
 from deltamup.models import ModelConfig
-from deltamup.models.layers import ShortConv
 from deltamup.parametrizations import build_model
 from deltamup.scaling.train import TrainConfig, loss_function, make_optimizer
 
@@ -58,17 +57,15 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     backward replayed as CUDA graphs), ours-graphed (the whole step, the compiled model with clipping and fused
     AdamW, one CUDA graph: graphed_step), ours-tuned (ours-compile with Inductor tuning its own pointwise and
     reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step).
-    Any of them with the suffix +triton-conv: the short convolutions through their Triton kernels
-    (kernels/triton/short_conv.py) instead of the PyTorch form."""
+    Any of them with the suffix +triton-conv: ModelConfig(conv_backend="triton"), the short convolutions through
+    their Triton kernels (kernels/triton/short_conv.py) instead of the PyTorch form."""
+    variant, triton_conv = variant.removesuffix(TRITON_CONV), variant.endswith(TRITON_CONV)
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
-                         vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width)
+                         vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width,
+                         conv_backend="triton" if triton_conv else "torch")
     assert config.mlp_hidden == args.mlp_hidden
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
-    variant, triton_conv = variant.removesuffix(TRITON_CONV), variant.endswith(TRITON_CONV)
     if triton_conv:
-        for module in model.modules():
-            if isinstance(module, ShortConv):
-                module.backend = "triton"
         torch._dynamo.reset()  # its own graphs, whatever a variant before it compiled
     compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True
                     }.get(variant, False)

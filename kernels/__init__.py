@@ -25,6 +25,7 @@ from .reference import l2_normalize, recurrent_gated_delta_rule
 from .reference import short_conv_silu as short_conv_silu_torch
 
 BACKENDS = ("auto", "triton", "torch", "recurrent")
+CONV_BACKENDS = ("torch", "triton")
 
 
 def _triton_rule() -> Callable[..., tuple[Tensor, Tensor | None]] | None:
@@ -103,16 +104,16 @@ def chunk_gated_delta_product(
 def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch", norm_group: int = 0) -> Tensor:
     """SiLU(causal depthwise convolution over time): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype;
     norm_group > 0: then each group of that many channels L2-normalized (l2_normalize; q's and k's heads).
-    backend "torch": K shifted products that torch.compile fuses with the norm and what follows (the models' form);
-    "triton": one kernel each way (triton/short_conv.py), to be adopted by the models where benchmarks/short_conv.py
-    measures it faster on the GPU."""
+    backend "torch": K shifted products that torch.compile fuses with the norm and what follows (the models'
+    default); "triton": one kernel forward, two backward (triton/short_conv.py; ModelConfig(conv_backend="triton"),
+    a 5% faster training step on an H200: benchmarks/short-conv.md)."""
     if backend == "torch":
         y = short_conv_silu_torch(x, weight)
         return l2_normalize(y.unflatten(-1, (-1, norm_group))).flatten(-2) if norm_group else y
     if backend == "triton":
         from .triton.short_conv import short_conv_silu_triton
         return short_conv_silu_triton(x, weight, norm_group)
-    raise ValueError(f"unknown short-convolution backend {backend!r}; choose torch or triton")
+    raise ValueError(f"unknown short-convolution backend {backend!r}; choose one of {', '.join(CONV_BACKENDS)}")
 
 
 def launch_configs() -> str | None:
@@ -124,5 +125,5 @@ def launch_configs() -> str | None:
     return tuning.chosen() or None
 
 
-__all__ = ["BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product", "recurrent_gated_delta_rule",
-           "l2_normalize", "launch_configs", "resolve_backend", "short_conv_silu"]
+__all__ = ["BACKENDS", "CONV_BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product",
+           "recurrent_gated_delta_rule", "l2_normalize", "launch_configs", "resolve_backend", "short_conv_silu"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from deltamup.kernels import BACKENDS
+from deltamup.kernels import BACKENDS, CONV_BACKENDS
 
 KINDS = ("deltanet", "gdn", "deltaproduct")
 MIN_HEAD_DIM = 4
@@ -51,12 +51,15 @@ class ModelConfig:
     conv_size: int = 4
     norm_eps: float = 1e-6
     kernel_backend: str = "auto"
+    conv_backend: str = "torch"  # the short convolutions: kernels.short_conv_silu's "torch" or "triton"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(KINDS)}")
         if self.kernel_backend not in BACKENDS:
             raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.conv_backend not in CONV_BACKENDS:
+            raise ValueError(f"unknown conv backend {self.conv_backend!r}; choose one of {', '.join(CONV_BACKENDS)}")
         if self.kind != "deltaproduct" and self.householder != 1:
             raise ValueError(f"householder={self.householder} needs kind='deltaproduct'")
         if not 1 <= self.householder <= 8:

@@ -40,12 +40,11 @@ class RMSNorm(nn.Module):
 class ShortConv(nn.Module):
     """Causal depthwise convolution over time, then SiLU, then (norm_group > 0) the L2 norm of each group of that
     many channels (q's and k's heads). x [B, T, C] -> [B, T, C]. `backend`: kernels.short_conv_silu's ("torch", the
-    shifted products torch.compile fuses; "triton", its own kernels: benchmarks/model_throughput.py's
-    +triton-conv variants set it)."""
+    shifted products torch.compile fuses; "triton", its own kernels; ModelConfig.conv_backend)."""
 
-    def __init__(self, channels: int, kernel_size: int, norm_group: int = 0) -> None:
+    def __init__(self, channels: int, kernel_size: int, norm_group: int = 0, backend: str = "torch") -> None:
         super().__init__()
-        self.backend, self.norm_group = "torch", norm_group
+        self.backend, self.norm_group = backend, norm_group
         self.weight = tagged(nn.Parameter(torch.empty(channels, 1, kernel_size)), Role.CONV)
         init_short_conv(self.weight)
 

@@ -39,9 +39,10 @@ class DeltaMixer(nn.Module):
         self.g_proj = Linear(d, H * dv, Role.HIDDEN)
         self.o_proj = Linear(H * dv, d, Role.HIDDEN)
         self.b_proj = Linear(d, n * H, Role.GATE_MATRIX)
-        self.q_conv = ShortConv(H * dk, config.conv_size, norm_group=dk)  # q, k L2-normalized per head
-        self.k_conv = ShortConv(n * H * dk, config.conv_size, norm_group=dk)
-        self.v_conv = ShortConv(n * H * dv, config.conv_size)
+        conv = config.conv_backend
+        self.q_conv = ShortConv(H * dk, config.conv_size, dk, conv)  # q, k L2-normalized per head
+        self.k_conv = ShortConv(n * H * dk, config.conv_size, dk, conv)
+        self.v_conv = ShortConv(n * H * dv, config.conv_size, 0, conv)
         self.gated = config.is_gated
         if self.gated:
             self.a_proj = Linear(d, H, Role.GATE_MATRIX)

@@ -140,3 +140,6 @@ def test_unknown_backend_is_rejected():
     q, k, v, g, beta = inputs(1, 4, 1, 2, 2)
     with pytest.raises(ValueError, match="unknown kernel backend"):
         chunk_gated_delta_rule(q, k, v, g, beta, backend="cuda-magic")
+    from deltamup.models import ModelConfig
+    with pytest.raises(ValueError, match="unknown conv backend 'cuda'; choose one of torch, triton"):
+        ModelConfig(conv_backend="cuda")

@@ -457,12 +457,9 @@ def test_model_with_triton_short_convs_matches_the_torch_form():
     tokens = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(0)).to(DEVICE)
     runs = []
     for backend in ("torch", "triton"):
-        model = build_model(ModelConfig(width=48, depth=2, heads=2, kernel_backend="torch"), "gdn-mup",
-                            seed=0).to(DEVICE)
-        convs = [m for m in model.modules() if isinstance(m, ShortConv)]
-        assert len(convs) == 6
-        for m in convs:
-            m.backend = backend
+        model = build_model(ModelConfig(width=48, depth=2, heads=2, kernel_backend="torch", conv_backend=backend),
+                            "gdn-mup", seed=0).to(DEVICE)
+        assert [m.backend for m in model.modules() if isinstance(m, ShortConv)] == [backend] * 6
         logits = model(tokens)
         assert (backend == "triton") == ("short_conv_fwd" in graph_nodes(logits.grad_fn))
         logits.square().mean().backward()
