@@ -554,25 +554,26 @@ def test_jitted_kernels_read_only_constexpr_globals():
     assert kernels >= 10 and not bad, (kernels, bad)
 
 
-def test_launch_takes_the_traced_path_only_on_fake_tensors(monkeypatch):
-    """Inside a triton_op that torch.compile traces (fake tensors) launch takes the first allowed config and keeps no
-    choice; on real tensors it chooses as ever and keeps the choice (wrap_triton's wrapper is no such test: it is
-    on outside triton_ops too, so every eager launch of the delta rule would go untuned through the wrapper)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+def test_a_traced_launch_takes_the_config_chosen_on_real_tensors_of_its_sizes(monkeypatch):
+    """Inside a triton_op that torch.compile traces (fake tensors) launch chooses on random real tensors of the
+    traced sizes, keeps the choice, and launches the traced kernel with it; an eager launch of those sizes then
+    finds the choice made. (wrap_triton's wrapper is no test for tracing: it is on outside triton_ops too, so
+    every eager launch of the delta rule would go untuned through it.)"""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
 
     from deltamup.kernels.triton import tuning
 
     monkeypatch.setattr(tuning, "_chosen", {})
-    calls: list[int] = []
+    calls: list[tuple[int, bool]] = []
 
     class Kernel:
         def __getitem__(self, grid):
-            return lambda *args, num_warps: calls.append(num_warps)
+            return lambda x, num_warps: calls.append((num_warps, is_fake(x)))
 
     cfgs = [dict(num_warps=8), dict(num_warps=4)]
     monkeypatch.setattr(tuning, "wrap_triton", lambda kernel: kernel)  # the tracing wrapper takes only JIT functions
     with FakeTensorMode() as mode:
         tuning.launch(Kernel(), (1,), (mode.from_tensor(torch.zeros(4)),), {}, cfgs)
-    assert calls == [8] and tuning._chosen == {}
+    assert calls == [(8, False), (8, True)] and list(tuning._chosen.values()) == [dict(num_warps=8)]
     tuning.launch(Kernel(), (1,), (torch.zeros(4),), {}, cfgs)
-    assert calls == [8, 8] and list(tuning._chosen.values()) == [dict(num_warps=8)]
+    assert calls[2:] == [(8, False)] and len(tuning._chosen) == 1

@@ -15,6 +15,7 @@ import torch
 import triton
 from torch._subclasses.fake_tensor import is_fake
 from torch.library import wrap_triton
+from torch.utils._python_dispatch import _disable_current_modes
 from triton.runtime.errors import OutOfResources
 
 # num_warps/num_stages of the parallel passes (per chunk) and of the output-like passes (per chunk and V block): the
@@ -203,7 +204,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
     capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
     Inside a torch.library.triton_op that torch.compile traces (fake tensors; the launch becomes a node of the
-    graph that Inductor's own code launches), the first config.
+    graph that Inductor's own code launches): the config chosen as above on random tensors of the traced sizes
+    (the first where the sizes are symbolic).
     Candidates named in EXCLUDE_ENV or EXCLUDE_FILE_ENV's file are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the
     times. `then(config)` runs after each launch with the config it took: the work that config leaves to another
     pass, timed with it."""
@@ -220,11 +222,18 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if _pin is not None:
         _launch_pinned(_pin, name, configs, fallbacks, run)
         return
-    if traced:  # fake tensors, maybe of symbolic sizes: nothing to time
+    sizes = grid_of({**kwargs, **configs[0]})
+    if traced and not all(isinstance(n, int) for n in sizes):  # symbolic sizes: nothing to time
         run(allowed(name, configs)[0])
         return
     key = (name, tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, (int, bool, str)))),
-           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in grid_of({**kwargs, **configs[0]})))
+           tuple(t.dtype for t in tensors), tuple(triton.next_power_of_2(n) for n in sizes))
+    if traced:  # fake tensors of static sizes: the choice made on random tensors of those sizes
+        if key not in _chosen:
+            with _disable_current_modes():
+                launch(kernel, grid, [_random_like(a) for a in args], kwargs, configs, fallbacks)
+        run(_chosen[key])
+        return
     if key in _chosen:
         run(_chosen[key])
         return
@@ -264,6 +273,15 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
         t.copy_(s)
     _chosen[key] = best
     run(best)
+
+
+def _random_like(a: Any) -> Any:
+    """A real tensor of a fake one's size, dtype and device (random floats, integer zeros); anything else as is."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    if a.dtype.is_floating_point:
+        return torch.randn(a.shape, dtype=a.dtype, device=a.device)
+    return torch.zeros(a.shape, dtype=a.dtype, device=a.device)
 
 
 def _launch_pinned(pin: Pin, name: str, configs: Sequence[dict[str, int]], fallbacks: Sequence[dict[str, int]],
