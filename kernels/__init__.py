@@ -106,7 +106,7 @@ def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch", norm_grou
     norm_group > 0: then each group of that many channels L2-normalized (l2_normalize; q's and k's heads).
     backend "torch": K shifted products that torch.compile fuses with the norm and what follows (the models'
     default); "triton": one kernel forward, two backward (triton/short_conv.py; ModelConfig(conv_backend="triton"),
-    a 5% faster training step on an H200: benchmarks/short-conv.md)."""
+    a 10% faster training step on an H200: benchmarks/short-conv.md)."""
     if backend == "torch":
         y = short_conv_silu_torch(x, weight)
         return l2_normalize(y.unflatten(-1, (-1, norm_group))).flatten(-2) if norm_group else y
