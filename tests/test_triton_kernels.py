@@ -214,6 +214,20 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     assert capsys.readouterr().err.strip().endswith("--householder 0: must be at least 1")
 
 
+def test_kernels_check_covers_the_short_convolution(capsys):
+    """`deltamup kernels check --kernel short_conv_dz_kernel`: each candidate of the convolution's backward first
+    pass, at the q width of the heads (normalized per head) and the v width, against the PyTorch form in fp64."""
+    from deltamup.cli import main
+    from deltamup.kernels.triton import short_conv, tuning
+
+    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "short_conv_dz_kernel", "--shape", "1,40,2"]
+    assert main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("16 ")]
+    assert [(r[2], r[4]) for r in rows] == [("short_conv_dz_kernel", tuning.config_text(c))
+                                            for c in short_conv.CONFIGS] * 2
+    assert all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
+
+
 def test_kernels_check_passes_a_config_that_does_not_fit(monkeypatch, capsys):
     """A candidate that overflows the GPU's shared memory is never launched (launch skips it): `deltamup kernels
     check` says so in its row and its summary and does not fail for it (sweep --warm-kernels does not exclude it)."""

@@ -7,9 +7,10 @@ this machine, before a sweep trusts the autotuner with them.
 
 Each pass runs each of its candidates in turn (the other passes at their first) on B 2, T 300 (a ragged last
 chunk), H 2, random gates, β ∈ [0, 2] and an initial state; the table lists the largest relative error of the
-output, the final state and every gradient. Exit 1 when one is at or above the tolerance (the kernel tests' bars:
-1e-2 in bf16 and fp16, 1e-4 in fp32). On a CPU, Triton's interpreter ignores warps and stages: it checks the
-kernels, not the configs.
+output, the final state and every gradient. The short convolution's kernels likewise, at the q/k (heads
+normalized) and v widths of those heads, against its PyTorch form (out, dx, dw). Exit 1 when one is at or above the
+tolerance (the kernel tests' bars: 1e-2 in bf16 and fp16, 1e-4 in fp32). On a CPU, Triton's interpreter ignores
+warps and stages: it checks the kernels, not the configs.
 """
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def run_check(args: argparse.Namespace) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is first imported
     from deltamup.kernels.triton import selfcheck
 
-    if args.kernel is not None and args.kernel not in selfcheck.PASSES:
-        raise ValueError(f"no pass named {args.kernel!r}; the passes: {', '.join(selfcheck.PASSES)}")
+    passes = selfcheck.PASSES + selfcheck.CONV_PASSES
+    if args.kernel is not None and args.kernel not in passes:
+        raise ValueError(f"no pass named {args.kernel!r}; the passes: {', '.join(passes)}")
     if args.householder < 1:
         raise ValueError(f"--householder {args.householder}: must be at least 1")
     if args.tolerance is not None and not args.tolerance > 0:
@@ -82,8 +84,15 @@ def run_check(args: argparse.Namespace) -> int:
     if not cuda:
         print("no GPU: Triton's interpreter ignores warps and stages, so this checks the kernels, not the configs")
     rows, failed, unfit = [], 0, 0
+    B, T, H = args.shape
     for K, V in args.head_dims:
-        for r in selfcheck.check(K, V, dtype, args.shape, args.kernel, householder=args.householder):
+        results = []
+        if args.kernel is None or args.kernel in selfcheck.PASSES:
+            results += selfcheck.check(K, V, dtype, args.shape, args.kernel, householder=args.householder)
+        if args.kernel is None or args.kernel in selfcheck.CONV_PASSES:  # q's (heads normalized) and v's
+            for channels, group in ((H * K, K), (H * V, 0)):
+                results += selfcheck.check_short_conv(channels, group, dtype, (B, T), args.kernel)
+        for r in results:
             off = r.off(tolerance)
             failed += off
             unfit += not r.fits

@@ -1,5 +1,5 @@
 """Every candidate launch config of every pass against the recurrence in fp64, on this machine
-(`deltamup kernels check`).
+(`deltamup kernels check`); the short convolution's kernels against their PyTorch form in fp64 likewise.
 
 The launcher (tuning.launch) times each pass's candidates on a GPU and keeps the fastest. On Hopper with Triton 3.6 a
 config can compile to wrong results where another is right (docs/kernels.md), and which one depends on the GPU and
@@ -19,12 +19,13 @@ from triton.runtime.errors import OutOfResources
 from ..check import outputs, random_inputs, rel_errors
 from ..delta_product import gated_delta_product
 from ..reference import recurrent_gated_delta_rule
-from . import chunk_bwd, chunk_fwd, tuning
+from . import chunk_bwd, chunk_fwd, short_conv, tuning
 from .function import chunk_gated_delta_product_triton, chunk_gated_delta_rule_triton
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 1e-2}  # the kernel tests' bars
 PASSES = tuple(name for module in (chunk_fwd, chunk_bwd) for name, f in vars(module).items()
                if name.endswith("_kernel") and hasattr(f, "fn"))  # @triton.jit, compiled or interpreted
+CONV_PASSES = tuple(name for name, f in vars(short_conv).items() if name.endswith("_kernel") and hasattr(f, "fn"))
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,39 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
             except OutOfResources:
                 results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
                 continue
+            worst = max(errors, key=errors.get)
+            results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
+    return results
+
+
+def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int] = (2, 300),
+                     kernel: str | None = None, device: str | None = None, seed: int = 6) -> list[Result]:
+    """Each candidate of each short-convolution kernel (or only of `kernel`) on x [B, T, channels] of `dtype`
+    ((B, T) = shape), K = 4, the weight fp32, each group of `group` channels L2-normalized (0: none), against the
+    PyTorch form in fp64: out, dx and dw."""
+    if kernel is not None and kernel not in CONV_PASSES:
+        raise ValueError(f"no short-convolution kernel named {kernel!r}; the kernels: {', '.join(CONV_PASSES)}")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, channels, generator=gen, dtype=torch.float64)
+    w = torch.randn(channels, 4, generator=gen, dtype=torch.float64) / 2
+    dout = torch.randn(*shape, channels, generator=gen, dtype=torch.float64)
+
+    def run(form, x_dtype: torch.dtype, w_dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        xi = x.to(device, x_dtype, copy=True).requires_grad_()
+        wi = w.to(device, w_dtype, copy=True).requires_grad_()
+        y = form(xi, wi)
+        y.backward(dout.to(device, x_dtype))
+        return {"out": y.detach(), "dx": xi.grad, "dw": wi.grad}
+
+    from .. import short_conv_silu  # the op's entry point (the package imports this module's package lazily)
+    want = run(lambda x, w: short_conv_silu(x, w, "torch", group), torch.float64, torch.float64)
+    results = []
+    for name in [kernel] if kernel is not None else CONV_PASSES:
+        for i, config in enumerate(short_conv.CONFIGS):
+            with tuning.pinned(name, i):
+                errors = rel_errors(run(lambda x, w: short_conv_silu(x, w, "triton", group), dtype, torch.float32),
+                                    want)
             worst = max(errors, key=errors.get)
             results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
     return results
