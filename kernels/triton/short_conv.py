@@ -1,5 +1,6 @@
 """The short causal depthwise convolution with its SiLU, and optionally the L2 norm of each group of channels after
-it (q's and k's heads), one pass each way (kernels.reference.short_conv_silu's math, then l2_normalize's).
+it (q's and k's heads): one pass forward, two backward (kernels.reference.short_conv_silu's math, then
+l2_normalize's).
 
     z_t = Σ_j w_j x_{t−K+1+j}  (x_{<0} = 0; fp32),   y_t = SiLU(z_t),   out_t = y_t or y_t · r_t per group,
     r_t = (Σ_group y_t² + eps)^{-1/2};   backward: dy = r (dout − ŷ Σ_group ŷ·dout) with ŷ = y r (or dout),
@@ -116,9 +117,9 @@ def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, BT: tl.constexpr, BC:
     tl.store(dx + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-# A triton_op's kernels are launched by the code Inductor generates for the compiled model; a custom_op's Python
-# body (the dispatcher, then the launcher) would cost the host about 0.1 ms a call, and the model is host-bound
-# (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with.
+# A triton_op's kernels are launched by the code Inductor generates for the compiled model. As custom_ops (Python
+# bodies the graph calls through the dispatcher, about 0.1 ms of host time each) they left the GPU idle 22% of a
+# training step (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with.
 _register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
 
 
