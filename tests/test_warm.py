@@ -19,11 +19,18 @@ def test_kernel_shapes_follow_the_model_at_every_width():
     assert kernel_shapes(product, [256]) == {(32, 64, 2, True)}
 
 
-def test_nothing_to_compile_without_a_gpu_or_without_a_width_left(capsys, monkeypatch):
+def test_nothing_to_compile_without_a_gpu_or_without_a_width_left(capsys, monkeypatch, tmp_path):
+    from deltamup.cli.sweep import start_kernel_check
+    from deltamup.kernels.triton import tuning
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     spec = specs.load(SPEC, ["task=sample", "widths=[256]"])
     warm_kernels(spec, [256])
     assert "no GPU or no Triton backend here, nothing to compile" in capsys.readouterr().out
+    monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
+    start_kernel_check(spec, [256], tmp_path)()  # said once, and the trials find an empty list of configs to leave out
+    assert capsys.readouterr().out.count("nothing to compile") == 1
+    assert Path(os.environ[tuning.EXCLUDE_FILE_ENV]).read_text() == ""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     warm_kernels(spec, [])  # returns before it would touch the GPU it was told of
     assert "no trial left to run, nothing to compile" in capsys.readouterr().out
@@ -56,6 +63,7 @@ def test_the_kernel_check_runs_beside_the_sweeps_start_and_its_result_reaches_th
         release.wait(30)
         return ["chunk_o_fwd_kernel@warps=2,stages=2", "chunk_wu_aqk_fwd_kernel@warps=4,stages=2"]
     monkeypatch.setattr(cli_sweep, "warm_kernels", check)
+    monkeypatch.setattr(cli_sweep, "nothing_to_warm", lambda spec, widths: None)  # as on a GPU
     monkeypatch.delenv(tuning.EXCLUDE_ENV, raising=False)
     monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
     finish = cli_sweep.start_kernel_check(None, [256], Path("sweep"))
@@ -84,6 +92,7 @@ def test_a_kernel_check_that_fails_stops_the_sweep_before_its_trials(tmp_path, m
             raise OSError("CUDA error: no kernel image is available")
         return []
     monkeypatch.setattr(cli_sweep, "warm_kernels", check)
+    monkeypatch.setattr(cli_sweep, "nothing_to_warm", lambda spec, widths: None)  # as on a GPU
     monkeypatch.setenv(tuning.EXCLUDE_FILE_ENV, "")
     finish = cli_sweep.start_kernel_check(None, [256], tmp_path)
     with pytest.raises(RuntimeError, match="kernel check failed.*no kernel image"):

@@ -73,18 +73,25 @@ def warm_kernels(spec: specs.SweepSpec, widths: list[int], check: bool = True) -
     `check`, checks each candidate config there against fp64 (nothing to do without widths, a GPU or the Triton
     backend); returns the "pass@config" of those off fp64. A shape that fails to compile is reported and left to the
     trials."""
-    import torch
-
-    if not widths:
-        print("--warm-kernels: no trial left to run, nothing to compile")
-        return []
-    if not torch.cuda.is_available() or spec.model_config(widths[0]).kernel_backend not in ("auto", "triton"):
-        print("--warm-kernels: no GPU or no Triton backend here, nothing to compile")
+    reason = nothing_to_warm(spec, widths)
+    if reason is not None:
+        print(f"--warm-kernels: {reason}, nothing to compile")
         return []
     failed, off = warm_shapes(kernel_shapes(spec, widths), check)
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
     return off
+
+
+def nothing_to_warm(spec: specs.SweepSpec, widths: list[int]) -> str | None:
+    """Why warm_kernels has nothing to do for these widths on this machine, or None."""
+    import torch
+
+    if not widths:
+        return "no trial left to run"
+    if not torch.cuda.is_available() or spec.model_config(widths[0]).kernel_backend not in ("auto", "triton"):
+        return "no GPU or no Triton backend here"
+    return None
 
 
 def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> Callable[[], None]:
@@ -99,6 +106,8 @@ def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> C
     path.unlink(missing_ok=True)  # an earlier run's, maybe on another GPU
     os.environ[EXCLUDE_FILE_ENV] = str(path)
     warm_kernels(spec, widths, check=False)
+    if nothing_to_warm(spec, widths) is not None:  # said once, by warm_kernels
+        return lambda: exclude([], path)
     found: list[str] = []
     failed: list[BaseException] = []
 
