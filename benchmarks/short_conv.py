@@ -25,6 +25,7 @@ if not __package__:  # run as a file: the repository root that holds benchmarks/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.kernels import timings  # noqa: E402
 from deltamup.kernels import short_conv_silu  # noqa: E402
+from deltamup.kernels.check import rel_errors  # noqa: E402
 
 SHAPES = ((192, 32), (384, 0), (768, 128), (1536, 0), (1536, 256), (3072, 0))  # (channels, norm group): q/k, v
 
@@ -38,8 +39,8 @@ def errors(fn, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor, group: int) -
         wi = w.detach().to(torch.float64 if key == "want" else w.dtype).requires_grad_()
         y = f(xi, wi)
         y.backward(dy.to(y.dtype))
-        out[key] = {"y": y.detach().double(), "dx": xi.grad.double(), "dw": wi.grad.double()}
-    return {n: ((out["got"][n] - ref).norm() / ref.norm()).item() for n, ref in out["want"].items()}
+        out[key] = {"y": y.detach(), "dx": xi.grad, "dw": wi.grad}
+    return rel_errors(out["got"], out["want"])
 
 
 def measure(C: int, group: int, B: int, T: int, K: int) -> dict[str, object]:

@@ -506,31 +506,25 @@ def test_launch_configs_name_each_pass_and_its_config():
     assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)
 
 
-@pytest.mark.parametrize("kernel", ["short_conv_fwd_kernel", "short_conv_dz_kernel", "short_conv_dx_kernel"])
-@pytest.mark.parametrize("index", [0, 1, 2])
-def test_every_short_conv_config_is_correct(kernel, index):
+@pytest.mark.parametrize("group", [0, 32])
+def test_every_short_conv_config_is_correct(group):
     """Each launch config the short convolution's autotuner may pick (on a GPU: bf16, timed per shape), pinned in
-    turn, against the fp64 reference with and without the per-head norm: out, dx, dw."""
-    from deltamup.kernels.triton import short_conv, tuning
-    assert index < len(short_conv.CONFIGS)
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(2, 40, 96, generator=gen, dtype=torch.float64)
-    w = torch.randn(96, 4, generator=gen, dtype=torch.float64) / 2
-    dout = torch.randn(2, 40, 96, generator=gen, dtype=torch.float64)
-    for group in (0, 32):
-        got, want = {}, {}
-        for out, backend, dtype in ((got, "triton", torch.bfloat16), (want, "torch", torch.float64)):
-            xi = x.to(DEVICE, dtype, copy=True).requires_grad_()
-            wi = w.to(DEVICE, torch.float32 if dtype == torch.bfloat16 else dtype, copy=True).requires_grad_()
-            with tuning.pinned(kernel, index) as pin:
-                y = kernels.short_conv_silu(xi, wi, backend, norm_group=group)
-                y.backward(dout.to(DEVICE, dtype))
-            out.update(y=y.detach(), dx=xi.grad, dw=wi.grad, launched=pin.launched)
-        assert got["launched"][kernel] == [short_conv.CONFIGS[index]]
-        del got["launched"], want["launched"]
-        for name, ref in want.items():
-            err = ((got[name].double() - ref).norm() / ref.norm()).item()
-            assert err < 1e-2, f"group {group}, {name}: relative error {err:.2e}"
+    turn for each of its kernels (selfcheck.py, `deltamup kernels check`), against the fp64 reference with and
+    without the per-head norm: out, dx, dw; and a pin reaches the kernel it names, the others taking their first."""
+    from deltamup.kernels.triton import selfcheck, short_conv, tuning
+    results = selfcheck.check_short_conv(96, group, torch.bfloat16, (2, 40), device=DEVICE)
+    assert [(r.kernel, r.config) for r in results] == [(k, tuning.config_text(c)) for k in selfcheck.CONV_PASSES
+                                                       for c in short_conv.CONFIGS]
+    wrong = [r for r in results if r.off(1e-2)]
+    assert not wrong, "configs off fp64: " + "; ".join(f"{r.kernel} {r.config}: {r.worst} {r.error:.2e}"
+                                                       for r in wrong)
+    x = torch.randn(2, 40, 96, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(96, 4, device=DEVICE, requires_grad=True)
+    with tuning.pinned("short_conv_dx_kernel", 2) as pin:
+        kernels.short_conv_silu(x, w, "triton", group).float().sum().backward()
+    assert pin.launched == {"short_conv_fwd_kernel": [short_conv.CONFIGS[0]],
+                            "short_conv_dz_kernel": [short_conv.CONFIGS[0]],
+                            "short_conv_dx_kernel": [short_conv.CONFIGS[2]]}
 
 
 def test_jitted_kernels_read_only_constexpr_globals():

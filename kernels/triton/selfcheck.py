@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from triton.runtime.errors import OutOfResources
 
+from .. import short_conv_silu
 from ..check import outputs, random_inputs, rel_errors
 from ..delta_product import gated_delta_product
 from ..reference import recurrent_gated_delta_rule
@@ -108,7 +109,6 @@ def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloa
         y.backward(dout.to(device, x_dtype))
         return {"out": y.detach(), "dx": xi.grad, "dw": wi.grad}
 
-    from .. import short_conv_silu  # the op's entry point (the package imports this module's package lazily)
     want = run(lambda x, w: short_conv_silu(x, w, "torch", group), torch.float64, torch.float64)
     results = []
     for name in [kernel] if kernel is not None else CONV_PASSES:
