@@ -580,8 +580,9 @@ def test_a_traced_launch_takes_the_config_chosen_on_real_tensors_of_its_sizes(mo
 
     cfgs = [dict(num_warps=8), dict(num_warps=4)]
     monkeypatch.setattr(tuning, "wrap_triton", lambda kernel: kernel)  # the tracing wrapper takes only JIT functions
+    kernel = Kernel()  # one object: a kernel without a name is keyed by its id
     with FakeTensorMode() as mode:
-        tuning.launch(Kernel(), (1,), (mode.from_tensor(torch.zeros(4)),), {}, cfgs)
+        tuning.launch(kernel, (1,), (mode.from_tensor(torch.zeros(4)),), {}, cfgs)
     assert calls == [(8, False), (8, True)] and list(tuning._chosen.values()) == [dict(num_warps=8)]
-    tuning.launch(Kernel(), (1,), (torch.zeros(4),), {}, cfgs)
+    tuning.launch(kernel, (1,), (torch.zeros(4),), {}, cfgs)
     assert calls[2:] == [(8, False)] and len(tuning._chosen) == 1
