@@ -631,7 +631,8 @@ def analyze(sweep: Sweep | str | Path, progress: Callable[[str], None] | None = 
 def write_tables(analysis: Analysis, out: Path) -> list[Path]:
     """optima, transfer and verdicts (.csv and .parquet), lr_curves.csv, horizon.csv (when trials record
     horizons), head_to_head.csv (when two parametrizations share an optimizer), search.csv (with an Optuna phase)
-    and missing.csv (when trials are missing)."""
+    and missing.csv (when trials are missing); an optional table left in `out` by an earlier report is removed when
+    it is empty now (a finished sweep's report lists no missing trials)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in (("optima", analysis.optima), ("transfer", analysis.transfer),
@@ -645,4 +646,6 @@ def write_tables(analysis: Analysis, out: Path) -> list[Path]:
         if name == "lr_curves" or not table.is_empty():
             table.write_csv(out / f"{name}.csv")
             written.append(out / f"{name}.csv")
+        else:
+            (out / f"{name}.csv").unlink(missing_ok=True)
     return written

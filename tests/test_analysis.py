@@ -8,6 +8,7 @@ seed-mean is an exact parabola in log2(lr) and its vertex x* is what the analysi
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -253,6 +254,9 @@ def test_tables_are_written(tmp_path: Path, result: analysis.Analysis) -> None:
                                          "verdicts.csv", "verdicts.parquet", "lr_curves.csv", "head_to_head.csv",
                                          "missing.csv"}
     assert pl.read_parquet(tmp_path / "out" / "optima.parquet").equals(result.optima)
+    finished = dataclasses.replace(result, missing=result.missing.clear())  # the same report, its sweep finished
+    assert "missing.csv" not in {p.name for p in analysis.write_tables(finished, tmp_path / "out")}
+    assert not (tmp_path / "out" / "missing.csv").exists()  # not left over from the report before
 
 
 def test_a_running_sweep_is_read_from_its_results(tmp_path: Path) -> None:
