@@ -14,15 +14,16 @@ DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, lrs
 ranked() {  # SEEDS [edge]: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean
-  # val_loss over the seeds run (all of them: SEEDS) at its best LR; with edge, only the variants whose best is the
-  # highest or lowest such LR, and the octave beyond it in place of the best
+  # val_loss over the seeds run (all of them: SEEDS; SEEDS=1 ranks on seed 0 alone, so that the choice of `seeds`
+  # stays the same while its trials land) at its best LR; with edge, only the variants whose best is the highest or
+  # lowest such LR, and the octave beyond it in place of the best
   python3 - "$DIR" "$1" "${2:-}" <<'PY'
 import glob, json, math, statistics, sys
 out, need, edge = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "edge"
 runs = {}
 for f in glob.glob(f"{out}/results/*.json"):
     r = json.load(open(f))
-    if r["status"] == "ok" and r["width"] == 256 and r["parametrization"] == "gdn-mup":
+    if r["status"] == "ok" and r["width"] == 256 and r["parametrization"] == "gdn-mup" and (need > 1 or r["seed"] == 0):
         h = dict(kv.split("=") for kv in r["hparams"].split(",")) if r["hparams"] else {}
         key = (float(h.get("output_mult", 1)), float(h.get("init_mult", 1)))
         runs.setdefault(key, {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
