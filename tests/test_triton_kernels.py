@@ -187,7 +187,8 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     from deltamup.cli import main
     from deltamup.kernels.triton import tuning
 
-    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1"]
+    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1",
+            "--dtype", "fp32"]  # fp32 on a GPU as well, where the default is bf16 and its bar 1e-2
     assert main(argv + ["--tolerance", "1e-12"]) == 1
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("64 ")]
     assert [(r[2], r[3], r[4]) for r in rows] == [("chunk_o_fwd_kernel", str(i), tuning.config_text(c))
@@ -202,6 +203,7 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     from deltamup.kernels.triton import tuning
 
     argv = ["kernels", "check", "--head-dims", "64x128", "--kernel", "chunk_state_fwd_kernel", "--shape", "1,40,2",
+            "--dtype", "fp32",
             "--householder", "2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -220,7 +222,8 @@ def test_kernels_check_covers_the_short_convolution(capsys):
     from deltamup.cli import main
     from deltamup.kernels.triton import short_conv, tuning
 
-    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "short_conv_dz_kernel", "--shape", "1,40,2"]
+    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "short_conv_dz_kernel", "--shape", "1,40,2",
+            "--dtype", "fp32"]
     assert main(argv) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("16 ")]
     assert [(r[2], r[4]) for r in rows] == [("short_conv_dz_kernel", tuning.config_text(c))
@@ -244,7 +247,8 @@ def test_kernels_check_passes_a_config_that_does_not_fit(monkeypatch, capsys):
         launch_pinned(pin, name, configs, fallbacks, run)
 
     monkeypatch.setattr(tuning, "_launch_pinned", overflow_candidate_1)
-    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1"]
+    argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1",
+            "--dtype", "fp32"]  # fp32 on a GPU as well, where the default is bf16 and its bar 1e-2
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = [line.split(None, 7) for line in out.splitlines() if line.startswith("64 ")]
