@@ -23,6 +23,7 @@
     hparams: {output_mult: [0.5, 1, 2], init_mult: [1, 2]}     # optional: more grid axes (parametrizations.hparams);
                                                                # with search: optuna, optuna.hparams: {name: [lo, hi]}
     only: [{widths: [32], lrs: [1.0e-3]}, {widths: [64]}]      # optional: the grid's points in these cells only
+                                                               # (a cell narrows grid and hparams axes alike)
     limits: {max_width: 65536}                                 # size limits (LimitSpec); raise one to go past it
 
 docs/sweeps.md describes every key with an example.
@@ -223,7 +224,8 @@ class SweepSpec:
     tracking: TrackingSpec = TrackingSpec()
     max_concurrent: int | None = None
     hparams: dict = field(default_factory=dict)   # name -> values: grid axes of parametrizations.hparams
-    only: tuple[dict, ...] = ()      # cells, each {axis: values} narrowing some GRID_AXES: the grid is their union
+    only: tuple[dict, ...] = ()      # cells, each {axis: values} narrowing some GRID_AXES or hparams axes: the grid
+                                     # is their union
     limits: LimitSpec = LimitSpec()
 
     def model_config(self, width: int) -> ModelConfig:
@@ -235,13 +237,14 @@ class SweepSpec:
 
     def grid(self) -> list[TrialPoint]:
         """The product of the axes (parametrizations, optimizers, widths, lrs, seeds, hparams, in that nesting);
-        with `only`, the union of its cells' products, each cell's axes narrowed to the values it names (first
-        occurrence kept, in cell order)."""
+        with `only`, the union of its cells' products, each cell's axes (grid or hparams) narrowed to the values it
+        names (first occurrence kept, in cell order)."""
         names = [k for k in HPARAMS if k in self.hparams]
-        combos = [tuple(zip(names, values)) for values in itertools.product(*(self.hparams[k] for k in names))]
         points: dict[TrialPoint, None] = {}
         for cell in self.only or ({},):
             axes = [cell.get(axis, getattr(self, axis)) for axis in GRID_AXES]
+            combos = [tuple(zip(names, values))
+                      for values in itertools.product(*(cell.get(k, self.hparams[k]) for k in names))]
             points.update((TrialPoint(*values, h), None) for values in itertools.product(*axes) for h in combos)
         return list(points)
 
@@ -603,7 +606,8 @@ def _lrs(value: Any) -> tuple[float, ...]:
 
 
 def _only(value: Any) -> tuple[dict[str, tuple], ...]:
-    """A list of cells, each a mapping of some GRID_AXES to lists (checked against the axes by _check_only)."""
+    """A list of cells, each a mapping of some GRID_AXES or HPARAMS to lists (checked against the spec's axes by
+    _check_only)."""
     if not isinstance(value, (list, tuple)):
         raise SpecError("only", f"expected a list of cells ({{widths: [...], lrs: [...], ...}}), got {value!r}")
     hints = typing.get_type_hints(SweepSpec)
@@ -612,9 +616,10 @@ def _only(value: Any) -> tuple[dict[str, tuple], ...]:
         if not isinstance(cell, dict) or not cell:
             raise SpecError(f"only[{i}]", f"expected a mapping of grid axes to lists, got {cell!r}")
         for axis in cell:
-            if axis not in GRID_AXES:
-                raise SpecError(f"only[{i}].{axis}", f"not a grid axis (known: {', '.join(GRID_AXES)})")
-        cells.append({axis: _typed(values, hints[axis], f"only[{i}].{axis}") for axis, values in cell.items()})
+            if axis not in GRID_AXES + HPARAMS:
+                raise SpecError(f"only[{i}].{axis}", f"not a grid axis (known: {', '.join(GRID_AXES + HPARAMS)})")
+        cells.append({axis: _typed(values, hints[axis] if axis in GRID_AXES else tuple[float, ...],
+                                   f"only[{i}].{axis}") for axis, values in cell.items()})
     return tuple(cells)
 
 
@@ -629,10 +634,12 @@ def _check_only(spec: SweepSpec) -> None:
         for axis, values in cell.items():
             if not values or len(set(values)) != len(values):
                 raise SpecError(f"only[{i}].{axis}", f"needs distinct values, got {list(values)}")
-            outside = [v for v in values if v not in getattr(spec, axis)]
+            spec_values = getattr(spec, axis) if axis in GRID_AXES else spec.hparams.get(axis, ())
+            outside = [v for v in values if v not in spec_values]
             if outside:
-                raise SpecError(f"only[{i}].{axis}", f"{outside[0]!r} is not one of the spec's {axis} "
-                                f"{list(getattr(spec, axis))}: a cell selects points of the grid")
+                where = axis if axis in GRID_AXES else f"hparams.{axis}"
+                raise SpecError(f"only[{i}].{axis}", f"{outside[0]!r} is not one of the spec's {where} "
+                                f"{list(spec_values)}: a cell selects points of the grid")
 
 
 def _ranges(value: dict) -> dict[str, tuple[float, float]]:

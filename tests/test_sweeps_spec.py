@@ -76,6 +76,8 @@ def write(tmp_path: Path, data: dict) -> Path:
     ({"only": [{"lrs": [2e-3]}]}, "'only[0].lrs'"),
     ({"only": [{"seeds": []}]}, "'only[0].seeds'"),
     ({"only": [{"widths": [32]}], "search": "optuna"}, "'only'"),
+    ({"only": [{"output_mult": [2]}]}, "'only[0].output_mult'"),  # the spec has no output_mult axis
+    ({"hparams": {"output_mult": [1, 2]}, "only": [{"output_mult": [4]}]}, "'only[0].output_mult'"),
     ({"search": "optuna", "optuna": {"hparams": {"temperature": [1, 2]}}}, "'optuna.hparams.temperature'"),
     ({"search": "optuna", "optuna": {"hparams": {"output_mult": [2, 1]}}}, "'optuna.hparams.output_mult'"),
     ({"optuna": {"hparams": {"output_mult": [1, 2]}}}, "'optuna.hparams'"),  # needs search: optuna
@@ -133,6 +135,18 @@ def test_only_cells_select_the_union_of_their_points_and_what_is_left_to_run(tmp
     assert widths_to_run(spec, out) == [64]
     assert widths_to_run(dataclasses.replace(spec, only=spec.only[:1]), out) == []
     prepare_dir(specs.parse({**VALID, "only": [{"widths": [64]}]}), out, resume=True)  # cells may change on resume
+
+
+def test_only_cells_narrow_hparams_axes_too():
+    """A cell may name hparams axes: several variants, each at its own seeds or LRs, in one sweep (one driver run,
+    their trials packed together) instead of one sweep a variant."""
+    spec = specs.parse({**VALID, "widths": [32], "seeds": [1, 2], "hparams": {"output_mult": [1, 4],
+                        "init_mult": [0.5, 1]}, "only": [{"output_mult": [4], "init_mult": [0.5], "lrs": [1e-3]},
+                                                         {"output_mult": [1], "init_mult": [1], "seeds": [2]}]})
+    points = [(p.lr, p.seed, dict(p.hparams)) for p in spec.grid()]
+    assert points == [(1e-3, 1, {"output_mult": 4, "init_mult": 0.5}), (1e-3, 2, {"output_mult": 4, "init_mult": 0.5}),
+                      (1e-3, 2, {"output_mult": 1, "init_mult": 1}), (1e-2, 2, {"output_mult": 1, "init_mult": 1})]
+    assert specs.parse(yaml.safe_load(yaml.safe_dump(spec.to_dict()))) == spec
 
 
 def test_sweep_dir_refuses_a_second_start_and_an_incomparable_resume(tmp_path):

@@ -13,6 +13,8 @@ trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, lrs
+# `seeds` and `edge` each run their variants as one sweep (an `only` cell a variant): one driver run, the trials of
+# every variant packed on the GPU together
 ranked() {  # SEEDS [edge]: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean
   # val_loss over the seeds run (all of them: SEEDS; SEEDS=1 ranks on seed 0 alone, so that the choice of `seeds`
   # stays the same while its trials land) at its best LR; with edge, only the variants whose best is the highest or
@@ -39,19 +41,28 @@ for (o, i), (_, e) in sorted(best.items(), key=lambda kv: kv[1][0]):
     print(f"{o:g} {i:g} {e}")
 PY
 }
+variants() {  # SEEDS: one sweep over the variants on stdin ("output_mult init_mult [log2 lr]" lines): SETS=(--set …)
+  # with each variant an `only` cell (at the spec's LRs, or at the one given), at seeds SEEDS (e.g. 1,2); none: empty
+  local o i e cells="" lrs_run=""
+  SETS=()
+  while read -r o i e; do
+    echo "seeds $1: output_mult $o, init_mult $i${e:+ at 2^$e}" >&2
+    cells+="${cells:+, }{output_mult: [$o], init_mult: [$i]${e:+, lrs: $(lrs "$e")}}"
+    [ -z "$e" ] || lrs_run+=" $e"
+  done
+  [ -n "$cells" ] || return 0
+  SETS=(--set 'widths=[256]' --set "seeds=[$1]" --set "only=[$cells]")
+  [ -z "$lrs_run" ] || SETS+=(--set "lrs=$(lrs $(printf '%s\n' $lrs_run | sort -un))")
+}
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'seeds=[0]' ;;
     seeds)
-      { ranked 1 | grep -v '^1 1 ' | head -3 | cut -d' ' -f1,2; echo "1 1"; } | while read -r O I; do
-        echo "seeds 1-2: output_mult $O, init_mult $I"
-        sweep --set 'widths=[256]' --set 'seeds=[1, 2]' --set "hparams={output_mult: [$O], init_mult: [$I]}"
-      done ;;
+      variants 1,2 < <(ranked 1 | grep -v '^1 1 ' | head -3 | cut -d' ' -f1,2; echo "1 1")
+      sweep "${SETS[@]}" ;;
     edge)
-      ranked 3 edge | while read -r O I E; do
-        echo "seeds 0-2: output_mult $O, init_mult $I at 2^$E"
-        sweep --set 'widths=[256]' --set "hparams={output_mult: [$O], init_mult: [$I]}" --set "lrs=$(lrs "$E")"
-      done ;;
+      variants 0,1,2 < <(ranked 3 edge)
+      [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}" ;;
     transfer)
       read -r O I E < <(ranked 3 | head -1)
       echo "width 1024: output_mult $O, init_mult $I, around 2^$E"
