@@ -510,13 +510,14 @@ def test_launch_configs_name_each_pass_and_its_config():
     assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)
 
 
-@pytest.mark.parametrize("group", [0, 32])
-def test_every_short_conv_config_is_correct(group):
+@pytest.mark.parametrize("group, taps", [(0, 4), (32, 3)])
+def test_every_short_conv_config_is_correct(group, taps):
     """Each launch config the short convolution's autotuner may pick (on a GPU: bf16, timed per shape), pinned in
-    turn for each of its kernels (selfcheck.py, `deltamup kernels check`), against the fp64 reference with and
-    without the per-head norm: out, dx, dw; and a pin reaches the kernel it names, the others taking their first."""
+    turn for each of its kernels (selfcheck.py, `deltamup kernels check`, --warm-kernels at the model's kernel
+    size), against the fp64 reference with and without the per-head norm: out, dx, dw; and a pin reaches the kernel
+    it names, the others taking their first."""
     from deltamup.kernels.triton import selfcheck, short_conv, tuning
-    results = selfcheck.check_short_conv(96, group, torch.bfloat16, (2, 40), device=DEVICE)
+    results = selfcheck.check_short_conv(96, group, torch.bfloat16, (2, 40), device=DEVICE, taps=taps)
     assert [(r.kernel, r.config) for r in results] == [(k, tuning.config_text(c)) for k in selfcheck.CONV_PASSES
                                                        for c in short_conv.CONFIGS]
     wrong = [r for r in results if r.off(1e-2)]

@@ -12,11 +12,14 @@ SPEC = Path(__file__).resolve().parent.parent / "studies/gdn-adamw-8l/spec.yaml"
 
 def test_kernel_shapes_follow_the_model_at_every_width():
     spec = specs.load(SPEC, ["task=sample", "widths=[256, 1024, 1040]"])
-    assert kernel_shapes(spec, [256, 1024, 1040]) == {(32, 64, 1, True), (128, 256, 1, True), (130, 260, 1, True)}
-    assert kernel_shapes(spec, [1024]) == {(128, 256, 1, True)}
+    assert kernel_shapes(spec, [256, 1024, 1040]) == {(32, 64, 1, True, 0), (128, 256, 1, True, 0),
+                                                      (130, 260, 1, True, 0)}
+    assert kernel_shapes(spec, [1024]) == {(128, 256, 1, True, 0)}
     product = specs.load(SPEC, ["task=sample", "widths=[256]", "model.kind=deltaproduct",
                                                             "model.householder=2"])
-    assert kernel_shapes(product, [256]) == {(32, 64, 2, True)}
+    assert kernel_shapes(product, [256]) == {(32, 64, 2, True, 0)}
+    triton_conv = specs.load(SPEC, ["task=sample", "widths=[256]", "model.conv_backend=triton", "model.conv_size=3"])
+    assert kernel_shapes(triton_conv, [256]) == {(32, 64, 1, True, 3)}  # its kernels warmed and checked too
 
 
 def test_nothing_to_compile_without_a_gpu_or_without_a_width_left(capsys, monkeypatch, tmp_path):
@@ -113,6 +116,7 @@ def test_a_shape_checked_before_in_this_cache_is_not_warmed_or_checked_again(tmp
     stamp = stamp_path(64, 128, 1, True)
     assert stamp.parent == tmp_path / "triton" / "deltamup-checked"
     assert stamp != stamp_path(128, 256, 1, True) and stamp != stamp_path(64, 128, 2, True)
+    assert stamp != stamp_path(64, 128, 1, True, 4)  # with the Triton short convolution: its kernels are not checked
     stamp.parent.mkdir(parents=True)
     stamp.write_text(json.dumps({"off": ["chunk_o_fwd_kernel@warps=2,stages=2"], "unfit": 0}))
     out = tmp_path / "off.json"

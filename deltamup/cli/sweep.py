@@ -63,9 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def kernel_shapes(spec: specs.SweepSpec, widths: list[int]) -> set[Shape]:
-    """The (K, V, householder, gated) head shapes the spec trains with at `widths`."""
+    """The (K, V, householder, gated, conv taps) head shapes the spec trains with at `widths` (taps 0: the short
+    convolution is not Triton's)."""
     configs = [spec.model_config(w) for w in widths]
-    return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated) for c in configs}
+    return {(c.head_k_dim, c.head_v_dim, c.householder, c.is_gated, c.conv_size if c.conv_backend == "triton" else 0)
+            for c in configs}
 
 
 def warm_kernels(spec: specs.SweepSpec, widths: list[int], check: bool = True) -> list[str]:

@@ -90,16 +90,17 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
 
 
 def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int] = (2, 300),
-                     kernel: str | None = None, device: str | None = None, seed: int = 6) -> list[Result]:
+                     kernel: str | None = None, device: str | None = None, seed: int = 6,
+                     taps: int = 4) -> list[Result]:
     """Each candidate of each short-convolution kernel (or only of `kernel`) on x [B, T, channels] of `dtype`
-    ((B, T) = shape), K = 4, the weight fp32, each group of `group` channels L2-normalized (0: none), against the
-    PyTorch form in fp64: out, dx and dw."""
+    ((B, T) = shape), `taps` wide (the kernel size), the weight fp32, each group of `group` channels L2-normalized
+    (0: none), against the PyTorch form in fp64: out, dx and dw."""
     if kernel is not None and kernel not in CONV_PASSES:
         raise ValueError(f"no short-convolution kernel named {kernel!r}; the kernels: {', '.join(CONV_PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, channels, generator=gen, dtype=torch.float64)
-    w = torch.randn(channels, 4, generator=gen, dtype=torch.float64) / 2
+    w = torch.randn(channels, taps, generator=gen, dtype=torch.float64) / 2
     dout = torch.randn(*shape, channels, generator=gen, dtype=torch.float64)
 
     def run(form, x_dtype: torch.dtype, w_dtype: torch.dtype) -> dict[str, torch.Tensor]:
