@@ -47,7 +47,20 @@ from benchmarks.kernels import cuda_times  # noqa: E402
 
 StepFn = Callable[[Tensor, Tensor], Tensor]
 OURS = ("ours", "ours-compile", "ours-blocks", "ours-cudagraphs", "ours-graphed", "ours-tuned")
-TRITON_CONV = "+triton-conv"
+MODEL_OPTIONS = {  # a variant's +suffixes: ModelConfig fields for our model
+    "triton-conv": dict(conv_backend="triton"),  # the short convolutions through kernels/triton/short_conv.py
+    "stacked-gates": dict(stack_gates=True),      # W_β x and W_α x as one GEMM over the stacked, padded weights
+}
+
+
+def variant_name(text: str) -> str:
+    """A --variants entry: fla, or one of OURS with any of MODEL_OPTIONS as +suffixes ("ours-compile+triton-conv")."""
+    base, *options = text.split("+")
+    known = all(o in MODEL_OPTIONS for o in options) and len(set(options)) == len(options)
+    if text == "fla" or (base in OURS and known):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: fla, or one of {', '.join(OURS)} with any of "
+                                     f"{', '.join('+' + o for o in MODEL_OPTIONS)}")
 
 
 def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
@@ -57,15 +70,16 @@ def ours(args: argparse.Namespace, variant: str) -> tuple[nn.Module, StepFn]:
     backward replayed as CUDA graphs), ours-graphed (the whole step, the compiled model with clipping and fused
     AdamW, one CUDA graph: graphed_step), ours-tuned (ours-compile with Inductor tuning its own pointwise and
     reduction kernels' launch configs: coordinate descent and max-autotune for pointwise; a longer first step).
-    Any of them with the suffix +triton-conv: ModelConfig(conv_backend="triton"), the short convolutions through
-    their Triton kernels (kernels/triton/short_conv.py) instead of the PyTorch form."""
-    variant, triton_conv = variant.removesuffix(TRITON_CONV), variant.endswith(TRITON_CONV)
+    Any of them with +suffixes of MODEL_OPTIONS (e.g. +triton-conv: ModelConfig(conv_backend="triton"), the short
+    convolutions through their Triton kernels instead of the PyTorch form)."""
+    variant, *options = variant.split("+")
+    model_options = {k: v for o in options for k, v in MODEL_OPTIONS[o].items()}
     config = ModelConfig(kind="gdn", width=args.width, depth=args.depth, heads=args.heads,
                          vocab_size=args.vocab, tie_embeddings=True, mlp_ratio=args.mlp_hidden / args.width,
-                         conv_backend="triton" if triton_conv else "torch")
+                         **model_options)
     assert config.mlp_hidden == args.mlp_hidden
     model = build_model(config, "gdn-mup", "adamw", seed=0).cuda()
-    if triton_conv:
+    if options:
         torch._dynamo.reset()  # its own graphs, whatever a variant before it compiled
     compile_mode = {"ours-compile": True, "ours-blocks": "blocks", "ours-graphed": True, "ours-tuned": True
                     }.get(variant, False)
@@ -246,8 +260,9 @@ def table(rows: list[dict], peak: float | None) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"],
-                   choices=[*OURS, *(v + TRITON_CONV for v in OURS), "fla"])
+    p.add_argument("--variants", nargs="+", default=["ours", "ours-compile", "fla"], type=variant_name,
+                   help=f"fla, or one of {', '.join(OURS)}, each with any of "
+                   f"{', '.join('+' + o for o in MODEL_OPTIONS)} (ModelConfig fields)")
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=6)

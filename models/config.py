@@ -52,6 +52,9 @@ class ModelConfig:
     norm_eps: float = 1e-6
     kernel_backend: str = "auto"
     conv_backend: str = "torch"  # the short convolutions: kernels.short_conv_silu's "torch" or "triton"
+    stack_gates: bool = False  # W_β and W_α x as one GEMM over their weights stacked and zero-padded to a multiple
+    #                            of 8 rows (each still its own parameter): a 6- or 12-column output is not aligned for
+    #                            Hopper's GEMM kernels, and cuBLAS runs those on pre-Hopper ones
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

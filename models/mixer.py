@@ -29,6 +29,7 @@ class DeltaMixer(nn.Module):
         self.name, self.heads, self.householder = name, H, n
         self.head_k_dim, self.head_v_dim = dk, dv
         self.allow_neg_eigval = config.allow_neg_eigval
+        self.stack_gates = config.stack_gates
         self.kernel_backend = config.kernel_backend
         # readout and mixer_output as 0-d buffers, as in DeltaLM (graph inputs under torch.compile)
         self.register_buffer("readout_mult", torch.tensor(float(multipliers.readout)), persistent=False)
@@ -57,11 +58,11 @@ class DeltaMixer(nn.Module):
         q = self.q_conv(self.q_proj(x)).reshape(B, T, H, dk)
         k = self.k_conv(self.k_proj(x)).reshape(B, T * n, H, dk)
         v = self.v_conv(self.v_proj(x)).reshape(B, T * n, H, dv)
-        beta_pre = self.b_proj(x).view(B, T * n, H)
+        beta_pre, alpha_pre = self.gate_inputs(x)
+        beta_pre = beta_pre.reshape(B, T * n, H)
         beta = beta_pre.float().sigmoid() * (2.0 if self.allow_neg_eigval else 1.0)
         g = None
         if self.gated:
-            alpha_pre = self.a_proj(x)
             g = -self.A_log.float().exp() * F.softplus(alpha_pre.float() + self.dt_bias)
             tap("alpha_pre", alpha_pre, self)
         tap("beta_pre", beta_pre, self)
@@ -79,3 +80,14 @@ class DeltaMixer(nn.Module):
         y = self.o_proj((self.o_norm(o) * gate).reshape(B, T, H * dv)) * self.mixer_output_mult
         tap("mixer_out", y, self)
         return y
+
+    def gate_inputs(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        """W_β x [B, T, n·H] and W_α x [B, T, H] (None ungated): one GEMM each, or with stack_gates one over
+        [W_β; W_α; 0] (rows padded to a multiple of 8; the same products)."""
+        if not self.stack_gates:
+            return self.b_proj(x), self.a_proj(x) if self.gated else None
+        weights = [self.b_proj.weight] + ([self.a_proj.weight] if self.gated else [])
+        stacked = torch.cat(weights)
+        both = F.linear(x, F.pad(stacked, (0, 0, 0, -stacked.shape[0] % 8)))
+        rows = self.b_proj.weight.shape[0]
+        return both[..., :rows], both[..., rows:stacked.shape[0]] if self.gated else None

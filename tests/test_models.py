@@ -42,6 +42,30 @@ def test_every_parameter_has_a_role_and_shapes_follow_it():
     assert Role.READOUT in {role_of(p) for p in untied.parameters()}
 
 
+@pytest.mark.parametrize("kind,householder", [("gdn", 1), ("deltanet", 1), ("deltaproduct", 2)])
+def test_stacked_gate_matmul_is_the_same_model(kind, householder):
+    """ModelConfig(stack_gates=True): W_β x and W_α x from one GEMM over the stacked, padded weights give the same
+    logits, probes and gradients as one GEMM each (fp64), with the same parameters."""
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 256, (2, 13))
+    runs = []
+    for stack in (False, True):
+        config = ModelConfig(kind=kind, householder=householder, width=70, depth=2, stack_gates=stack)
+        model = build_model(config, "gdn-mup", seed=0).double()
+        with record() as recorder:
+            logits = model(tokens)
+        logits.square().mean().backward()
+        runs.append((logits, recorder.tensors, {n: p.grad for n, p in model.named_parameters()}))
+    (logits, probes, grads), (stacked_logits, stacked_probes, stacked_grads) = runs
+    torch.testing.assert_close(stacked_logits, logits, rtol=1e-12, atol=1e-12)
+    assert stacked_probes.keys() == probes.keys() and any("beta_pre" in key for key in probes)
+    for key in probes:
+        torch.testing.assert_close(stacked_probes[key], probes[key], rtol=1e-6, atol=1e-7)  # probes: fp32
+    assert stacked_grads.keys() == grads.keys()
+    for name in grads:
+        torch.testing.assert_close(stacked_grads[name], grads[name], rtol=1e-10, atol=1e-12, msg=name)
+
+
 def test_deltanet_has_no_decay_gate():
     roles = {role_of(p) for p in build_model(ModelConfig(kind="deltanet", width=64, depth=1)).parameters()}
     assert Role.GATE_SCALAR not in roles
