@@ -122,23 +122,24 @@ def main() -> None:
     args = p.parse_args()
     shape = (args.K, args.V, args.householder, not args.no_gate, args.conv_taps)
     stamp = stamp_path(*shape)
+    name = f"K={args.K} V={args.V} n_h={args.householder}" + (f" conv {args.conv_taps}" if args.conv_taps else "")
     if stamp.is_file():  # its kernels are in this cache too
         found = json.loads(stamp.read_text())
         if args.off_fp64 is not None:
             args.off_fp64.write_text(json.dumps(found["off"]))
-        print(f"kernels for K={args.K} V={args.V} n_h={args.householder} warmed and checked against fp64 in this "
+        print(f"kernels for {name} warmed and checked against fp64 in this "
               f"cache before (same sources, torch, Triton and GPU; {stamp}): {len(found['off'])} off", flush=True)
         return
     t0 = time.time()
     warm(*shape)
-    print(f"kernels warm for K={args.K} V={args.V} n_h={args.householder} in {time.time() - t0:.0f} s", flush=True)
+    print(f"kernels warm for {name} in {time.time() - t0:.0f} s", flush=True)
     if args.off_fp64 is not None:
         t0 = time.time()
         off, unfit = check(*shape)
         args.off_fp64.write_text(json.dumps(off))
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(json.dumps({"off": off, "unfit": unfit}))
-        print(f"kernel configs checked against fp64 for K={args.K} V={args.V} in {time.time() - t0:.0f} s: "
+        print(f"kernel configs checked against fp64 for {name} in {time.time() - t0:.0f} s: "
               f"{len(off)} off" + (f", {unfit} do not fit the shared memory (never launched)" if unfit else ""),
               flush=True)
 
