@@ -205,3 +205,37 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
+
+
+def test_hparams_study_runs_its_best_variants_and_the_defaults_as_one_sweep(tmp_path: Path) -> None:
+    """studies/gdn-hparams-8l/run.sh `seeds` on seed 0's grid: the three best variants other than the defaults and
+    the defaults, ranked on seed 0 alone (a seed-1 record of another variant changes nothing), as `only` cells of one
+    sweep at seeds 1 and 2 (PLAN=1: its plan, nothing run); `edge` has no 3-seed optimum yet and runs nothing."""
+    (tmp_path / "a.txt").write_text("Gated DeltaNet and DeltaProduct share one kernel. " * 200)
+    prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "task": {"name": "corpus"},
+        "widths": [256], "lrs": [2.0 ** e for e in (-10, -9, -8)], "parametrizations": ["gdn-mup"],
+        "hparams": {"output_mult": [0.25, 1, 4, 16], "init_mult": [0.5, 1]}, "seeds": [0, 1, 2], "steps": 2,
+        "seq_len": 16}))
+    spec = specs.load(spec_path, [f"task.path={tmp_path / 'corpus'}"])
+    out = tmp_path / "sweep"
+    out.mkdir()
+    prepare_dir(spec, out, resume=False)
+    rank = {(16, 0.5): 0.0, (4, 1): 0.01, (0.25, 1): 0.02, (1, 1): 0.03, (4, 0.5): 0.04}  # seed 0's, best first
+    for p in spec.grid():
+        h = dict(p.hparams)
+        key = (h["output_mult"], h["init_mult"])
+        if p.seed == 0 or (p.seed == 1 and key == (16, 1)):  # (16, 1): best by its mean over seeds 0-1, not at 0
+            loss = 1 + rank.get(key, 0.1) - (0.5 if p.seed == 1 else 0) + abs(math.log2(p.lr) + 9) / 100
+            row = base_record(trial_config(spec, p, out, run=1)) | {"status": "ok", "val_loss": loss}
+            store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
+    result = subprocess.run(["bash", "studies/gdn-hparams-8l/run.sh", str(out), str(tmp_path / "corpus"), "seeds",
+                             "edge"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1", "SPEC": str(spec_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    picked = [line for line in result.stderr.splitlines() if line.startswith("seeds ")]
+    assert picked == ["seeds 1,2: output_mult 16, init_mult 0.5", "seeds 1,2: output_mult 4, init_mult 1",
+                      "seeds 1,2: output_mult 0.25, init_mult 1", "seeds 1,2: output_mult 1, init_mult 1"]
+    assert result.stdout.count("trials left") == 1 and "24 of 24 trials left" in result.stdout  # edge: none
