@@ -51,11 +51,26 @@ def test_rule_matches_reference(B, T, H, K, V, gate, use_h0, final):
     assert_close(got, want, 1e-4)
 
 
-def test_l2norm_in_kernel():
-    x = make_inputs(1, 70, 2, 16, 16, "random", seed=2)
+@pytest.mark.parametrize("K,V", [(16, 16), (70, 90)])
+def test_l2norm_in_kernel(K, V, monkeypatch):
+    """use_qk_l2norm_in_kernel: the passes scale q's and k's rows by 1/‖·‖ where they use them (two row blocks of
+    the state at K = 70): output, final state and every gradient as the fp64 recurrence on normalised q, k, and
+    the forward runs no normalising pass (the backward normalises for its kernels, and maps dq̂, dk̂ to dq, dk)."""
+    from deltamup.kernels.triton import function
+
+    calls = []
+    l2norm_fwd = function.l2norm_fwd
+    monkeypatch.setattr(function, "l2norm_fwd", lambda *a: calls.append(a) or l2norm_fwd(*a))
+    x = make_inputs(1, 70, 2, K, V, "random", seed=2)
+    x["q"], x["k"] = 3 * x["q"], x["k"] / 2  # not unit rows: the norm matters
+    with torch.no_grad():
+        chunk_gated_delta_rule_triton(x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(),
+                                      x["beta"].float(), use_qk_l2norm_in_kernel=True)
+    assert calls == []
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True, l2=True)
     got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True, l2=True)
     assert_close(got, want, 1e-4)
+    assert len(calls) == 2
 
 
 def delta_product(backend: str, n: int):
@@ -139,18 +154,19 @@ def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first(
     assert pin.launched["chunk_o_fwd_kernel"] == [pin.seen["chunk_o_fwd_kernel"][-1]]
 
 
-@pytest.mark.parametrize("T_tok,K,V,nh", [(150, 64, 128, 1), (70, 64, 96, 2)])
-def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh):
+@pytest.mark.parametrize("T_tok,K,V,nh,norm", [(150, 64, 128, 1, False), (70, 64, 96, 2, False),
+                                               (70, 64, 96, 2, True)])
+def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh, norm):
     """The state pass's FUSE_O candidates (the output computed in the sequential walk; the launcher keeps one where
     it times faster than the state pass plus the output pass) against the split form, pinned one after the other:
     the same o, final state and saved intermediates (the backward's inputs), and no output pass launched. Gated
-    delta rule and DeltaProduct_2 (q and o per token, a mid-token chunk end)."""
+    delta rule and DeltaProduct_2 (q and o per token, a mid-token chunk end), and with q, k normalised inside."""
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
     x = {n: t.float().contiguous() for n, t in make_inputs(1, T_tok * nh, 2, K, V, "random", seed=3).items()}
     args = (x["q"][:, :T_tok].contiguous(), x["k"], x["v"], x["g"][:, :T_tok].contiguous(), x["beta"], K**-0.5,
-            x["h0"], True, nh)
+            x["h0"], True, nh, norm)
     with tuning.pinned() as pin:
         split = chunk_fwd(*args)
     fused = [i for i, c in enumerate(pin.seen["chunk_state_fwd_kernel"]) if c.get("FUSE_O")]
@@ -372,6 +388,8 @@ def test_custom_ops_pass_opcheck():
                  (x["q"][:, :35], x["k"], x["v"], x["g"][:, :35], x["beta"], 0.25, None, True, 2),
                  (h["q"], h["k"], h["v"], h["g"], h["beta"], 0.125, None, False, 1)]:
         torch.library.opcheck(chunk_gated_delta_fwd, args, test_utils=("test_faketensor", "test_autograd_registration"))
+    torch.library.opcheck(chunk_gated_delta_fwd, (x["q"], x["k"], x["v"], x["g"], x["beta"], 0.25, None, False, 1,
+                                                  True), test_utils=("test_faketensor", "test_autograd_registration"))
     torch.library.opcheck(l2norm_fwd, (x["q"], 1e-6))
 
 

@@ -8,6 +8,10 @@ Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     Aqk = scale · causal(Q Kᵀ ⊙ D)
     v_new = u − w h;   h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new)                          (sequential)
     o = scale e^G ⊙ (Q h) + Aqk v_new                                                   (parallel)
+With NORM (use_qk_l2norm_in_kernel), q and k come in as they are and every pass scales their rows by
+r = (Σ x² + eps)^{-1/2} where it uses them (K Kᵀ and Q Kᵀ by r_i r_j, w's rows, the state update's rows of K,
+Q h's rows): the same products as on normalised inputs, with no pass of their own and no normalised copies;
+the per-chunk pass computes r_k and r_q from the rows it loads anyway and stores them ([B,T,H] fp32) for the rest.
 DeltaProduct_NH (NH > 1) runs the same passes over T = T_tok·NH micro-rows, reading q [B,T_tok,H,K] and
 g [B,T_tok,H] through the row map (q at each token's last micro-row, g at its first, 0 elsewhere) and writing o
 [B,T_tok,H,V] only at last micro-rows: no interleaved copies, no output rows thrown away.
@@ -21,6 +25,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .l2norm import EPS
 from .solve import solve_tril
 from .tuning import (
     OUT_CONFIGS,
@@ -52,16 +57,18 @@ from .utils import (
     tok_base,
 )
 
+NORM_EPS = tl.constexpr(EPS)  # the L2 norm's, as a constant the kernels may read
+
 
 @triton.jit
 def chunk_kkt_solve_fwd_kernel(
-    k, g, beta, G_out, T_out,
+    k, g, beta, G_out, T_out, Rk,
     T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
-    USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
+    USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr, NORM: tl.constexpr = False,
 ):
     """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1} [B,T,H,C] (in T_out's dtype) for
     A = strict_lower(β K Kᵀ ⊙ D), which never leaves registers (solve.py, products at input_precision MP); g has a row
-    per token of NH micro-rows."""
+    per token of NH micro-rows. With NORM, K's rows count normalised and their r_k go to Rk [B,T,H] (fp32)."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
@@ -75,10 +82,17 @@ def chunk_kkt_solve_fwd_kernel(
         b_G = tl.zeros([C], dtype=tl.float32)
     tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
     b_kk = tl.zeros([C, C], dtype=tl.float32)
+    b_ss = tl.zeros([C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
         b_kk += mm(b_k, tl.trans(b_k), k, PREC)
+        if NORM:
+            b_ss += tl.sum(b_k.to(tl.float32) * b_k.to(tl.float32), axis=1)
+    if NORM:
+        b_rk = 1.0 / tl.sqrt(b_ss + NORM_EPS)
+        tl.store(Rk + tok + rows * H, b_rk, mask=rows < T)
+        b_kk = b_kk * b_rk[:, None] * b_rk[None, :]
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     b_T = solve_tril(b_kk * decay(b_G, C, True) * b_beta[:, None], C, MP)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
@@ -95,14 +109,16 @@ def _wu_block(x, out, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.co
 
 @triton.jit
 def chunk_wu_aqk_fwd_kernel(
-    q, k, v, beta, G, T_in, w, u, Aqk,
+    q, k, v, beta, G, T_in, w, u, Aqk, Rq, Rk,
     scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    NORM: tl.constexpr = False,
 ):
     """Grid (K / BK + V / BV + 1, NT, B·H). The programs of a chunk write one column block each of w = T (β e^G ⊙ K)
     [B,T,H,K] (the first K / BK) and u = T (β ⊙ V) [B,T,H,V] (the next V / BV), in k's and v's dtypes, and the
     last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C] (in its buffer's dtype); q has a row per token of NH
-    micro-rows."""
+    micro-rows. With NORM, K's rows are scaled by r_k (from Rk) and Q's by r_q, which the last program computes and
+    stores in Rq [B,T,H] (fp32, a row per micro-row: q's at each token's last, 0 elsewhere)."""
     i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -116,33 +132,44 @@ def chunk_wu_aqk_fwd_kernel(
         b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
         b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
         if i_c < NK:
-            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_beta * tl.exp(b_G), C, BK, PREC)
+            b_s = b_beta * tl.exp(b_G)
+            if NORM:
+                b_s *= tl.load(Rk + tok + rows * H, mask=rows < T, other=0.0)
+            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_s, C, BK, PREC)
         else:
             _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
     else:
         tq = tok_base(i_b, i_h, T, H, NH)
         b_qk = tl.zeros([C, C], dtype=tl.float32)
+        b_ss = tl.zeros([C], dtype=tl.float32)
         for i_k in range(NK):
             p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
             p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
             b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
             b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
             b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+            if NORM:
+                b_ss += tl.sum(b_q.to(tl.float32) * b_q.to(tl.float32), axis=1)
+        if NORM:
+            b_rq = 1.0 / tl.sqrt(b_ss + NORM_EPS)
+            tl.store(Rq + tok + rows * H, b_rq, mask=rows < T)
+            b_qk *= b_rq[:, None] * tl.load(Rk + tok + rows * H, mask=rows < T, other=0.0)[None, :]
         tl.store(Aqk + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk.dtype.element_ty), mask=m_c)
 
 
 @triton.jit
 def chunk_state_fwd_kernel(
-    q, k, w, u, G, Aqk, h0, ht, h_all, v_new, o,
+    q, k, w, u, G, Aqk, h0, ht, h_all, v_new, o, Rq, Rk,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
     USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
-    FUSE_O: tl.constexpr = False,
+    FUSE_O: tl.constexpr = False, NORM: tl.constexpr = False,
 ):
     """Grid (V / BV, B·H); the state column block [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
     in order; writes the state before each chunk (h_all [B,H,NT,K,V], k's dtype), v_new [B,T,H,V] and ht. With
     FUSE_O (a candidate config, tuning.fused_output_configs) it also writes o as chunk_o_fwd_kernel does, from the h
-    and v_new it holds, and the output pass is not run."""
+    and v_new it holds, and the output pass is not run. With NORM, K's rows enter the update scaled by r_k and Q h's
+    rows by r_q (Rk, Rq [B,T,H] fp32, from the per-chunk pass)."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -160,11 +187,23 @@ def chunk_state_fwd_kernel(
         tl.store(v_new + tok * V + p, b_vn, mask=m)
         if FUSE_O:
             b_qh = dot_rows_states(q + tq * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC, NH, NH - 1)
+            if NORM:
+                b_qh *= _row_scalars(Rq + tok, t0, T, H, C)[:, None]
             _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
+        b_f = tl.exp(b_gl - b_G)
+        if NORM:
+            b_f *= _row_scalars(Rk + tok, t0, T, H, C)
         b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H, K,
-                                                  b_v * tl.exp(b_gl - b_G)[:, None], C, BK, NKB, PREC)
+                                                  b_v * b_f[:, None], C, BK, NKB, PREC)
     if STORE_HT:
         store_states(ht + i_bh * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
+
+
+@triton.jit
+def _row_scalars(x, t0, T, H, C: tl.constexpr):
+    """A chunk's rows t0.. of a [T, H] slice of per-row scalars at x (fp32 [C]; 0 past T)."""
+    rows = t0 + tl.arange(0, C)
+    return tl.load(x + rows * H, mask=rows < T, other=0.0)
 
 
 @triton.jit
@@ -182,12 +221,13 @@ def _store_o(o, Aqk, b_qh, b_G, b_vn, scale, t0, T, H, V, v0, C: tl.constexpr, B
 
 @triton.jit
 def chunk_o_fwd_kernel(
-    q, G, Aqk, h_all, v_new, o,
+    q, G, Aqk, h_all, v_new, o, Rq,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
+    NORM: tl.constexpr = False,
 ):
     """Grid (V / BV, NT, B·H). o = scale e^G ⊙ (Q h) + Aqk v_new for one chunk and V block; q and o have a row per
-    token of NH micro-rows, and o is stored at last micro-rows only."""
+    token of NH micro-rows, and o is stored at last micro-rows only. With NORM, Q h's rows are scaled by r_q (Rq)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -199,15 +239,18 @@ def chunk_o_fwd_kernel(
     b_qh = tl.zeros([C, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         b_qh += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH, NH - 1)
+    if NORM:
+        b_qh *= _row_scalars(Rq + tok, t0, T, H, C)[:, None]
     p, m = tile(t0, T, H, V, i_v * BV, C, BV)
     b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
     _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
 
 
-def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1
-                  ) -> dict[str, Tensor]:
+def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1,
+                  norm: bool = False) -> dict[str, Tensor]:
     """The per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
-    (chunk_matrix_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes."""
+    (chunk_matrix_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes; with norm (q, k not yet normalised),
+    also Rq and Rk [B,T,H] fp32, their rows' 1/‖·‖ (see the module's docstring)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     C = CHUNK
@@ -218,29 +261,34 @@ def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tenso
     Aqk = torch.empty_like(Tinv)
     w = torch.empty_like(k)
     u = torch.empty_like(v)
+    Rq, Rk = (torch.empty_like(G), torch.empty_like(G)) if norm else (G, G)  # G: a pointer the kernels never read
     BK, BV = parallel_tiles(K, V)
-    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, T),
-           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh),
+    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, Rk, T),
+           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh, NORM=norm),
            candidates(SOLVE_CONFIGS, K, V))
     launch(chunk_wu_aqk_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV) + 1, NT, B * H),
-           (q, k, v, beta, G, Tinv, w, u, Aqk, scale, T), dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh),
+           (q, k, v, beta, G, Tinv, w, u, Aqk, Rq, Rk, scale, T),
+           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh, NORM=norm),
            candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)
-    return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u)
+    return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u) | (dict(Rq=Rq, Rk=Rk) if norm else {})
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-              initial_state: Tensor | None, output_final_state: bool, nh: int = 1
+              initial_state: Tensor | None, output_final_state: bool, nh: int = 1, norm: bool = False
               ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
     """k [B,T,H,K], v [B,T,H,V], β [B,T,H] over T = T_tok·nh micro-rows; q [B,T_tok,H,K], g [B,T_tok,H] or None;
-    all contiguous. Returns o [B,T_tok,H,V], the final state or None, and the saved intermediates (G, Tinv, Aqk, w,
-    h_all, v_new; a row per micro-row) the backward needs."""
+    all contiguous; norm: q and k as they are, each row L2-normalised inside the passes (the module's docstring).
+    Returns o [B,T_tok,H,V], the final state or None, and the saved intermediates (G, Tinv, Aqk, w, h_all, v_new; a
+    row per micro-row) the backward needs (of the normalised q, k)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     C = CHUNK
     NT = triton.cdiv(T, C)
     f32 = dict(dtype=torch.float32, device=q.device)
     prec = precision(q.dtype, K, V)
-    G, Tinv, Aqk, w, u = chunk_prepare(q, k, v, g, beta, scale, nh).values()
+    prepared = chunk_prepare(q, k, v, g, beta, scale, nh, norm)
+    G, Tinv, Aqk, w, u = (prepared[n] for n in ("G", "Tinv", "Aqk", "w", "u"))
+    Rq, Rk = prepared.get("Rq", G), prepared.get("Rk", G)
     BKp, BVp = parallel_tiles(K, V)
     ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
     h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
@@ -251,11 +299,13 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
 
     def output_pass(state_config: dict[str, int]) -> None:  # what a state-pass config without FUSE_O leaves to do
         if not state_config.get("FUSE_O", False):
-            launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (q, G, Aqk, h_all, v_new, o, scale, T, NT),
-                   dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K, V))
+            launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
+                   (q, G, Aqk, h_all, v_new, o, Rq, scale, T, NT),
+                   dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh, NORM=norm), candidates(OUT_CONFIGS, K, V))
     launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
-           (q, k, w, u, G, Aqk, initial_state if initial_state is not None else G, ht, h_all, v_new, o, scale, T, NT),
+           (q, k, w, u, G, Aqk, initial_state if initial_state is not None else G, ht, h_all, v_new, o, Rq, Rk,
+            scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, PREC=prec, NH=nh), configs + fused_output_configs(configs), fallbacks,
-           then=output_pass)
+                STORE_HT=output_final_state, PREC=prec, NH=nh, NORM=norm), configs + fused_output_configs(configs),
+           fallbacks, then=output_pass)
     return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)

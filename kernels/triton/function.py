@@ -9,7 +9,7 @@ from torch import Tensor
 from ..delta_product import check_micro_steps
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd
-from .l2norm import l2_normalize_triton
+from .l2norm import EPS, l2norm_bwd, l2norm_fwd
 from .tuning import chunk_matrix_dtype
 from .utils import CHUNK
 
@@ -18,12 +18,12 @@ SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediat
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
 def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-                          initial_state: Tensor | None, output_final_state: bool, nh: int
+                          initial_state: Tensor | None, output_final_state: bool, nh: int, norm_qk: bool = False
                           ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k already
-    L2-normalised, initial_state fp32 (shapes: chunk_fwd). Returns o, the final state (an empty tensor unless
-    output_final_state) and the SAVED intermediates."""
-    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh)
+    """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k L2-normalised
+    (norm_qk: inside the passes, no normalised copies), initial_state fp32 (shapes: chunk_fwd). Returns o, the final
+    state (an empty tensor unless output_final_state) and the SAVED intermediates."""
+    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk)
     return (o, ht if ht is not None else _empty(q), *(saved[n] for n in SAVED))
 
 
@@ -45,7 +45,7 @@ def _empty(like: Tensor) -> Tensor:
 
 
 @chunk_gated_delta_fwd.register_fake
-def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh):
+def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk=False):
     B, T, H, K = k.shape
     V, NT, f32 = v.shape[-1], -(-T // CHUNK), torch.float32
     ht = k.new_empty(B, H, K, V, dtype=f32) if output_final_state else _empty(q)
@@ -63,11 +63,12 @@ def _(q, k, v, g, beta, scale, initial_state, do, dht, G, Tinv, Aqk, w, h_all, v
 
 
 def _setup_context(ctx, inputs: tuple, output: tuple) -> None:
-    q, k, v, g, beta, scale, initial_state, output_final_state, nh = inputs
+    q, k, v, g, beta, scale, initial_state, output_final_state, nh, *norm_qk = inputs
     ctx.save_for_backward(q, k, v, g, beta, initial_state, *output[2:])
     ctx.mark_non_differentiable(*output[2:])
     ctx.set_materialize_grads(False)  # no zero-filled gradients for the saved intermediates (or an unused output)
     ctx.scale, ctx.nh, ctx.output_final_state = scale, nh, output_final_state
+    ctx.norm_qk = bool(norm_qk and norm_qk[0])
 
 
 def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
@@ -75,9 +76,13 @@ def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
     if do is None:  # only the final state reaches the loss
         do = v.new_zeros(*q.shape[:-1], v.shape[-1])
     dht = dht.contiguous() if ctx.output_final_state and dht is not None else None
-    dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
+    qn, kn = (l2norm_fwd(q, EPS), l2norm_fwd(k, EPS)) if ctx.norm_qk else (q, k)  # the forward kept no copies
+    dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(qn, kn, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
                                                        *saved, ctx.nh)
-    return (dq, dk, dv, dg if g is not None else None, dbeta, None, dh0 if h0 is not None else None, None, None)
+    if ctx.norm_qk:
+        dq, dk = l2norm_bwd(q, dq, EPS), l2norm_bwd(k, dk, EPS)
+    return (dq, dk, dv, dg if g is not None else None, dbeta, None, dh0 if h0 is not None else None, None, None,
+            None)
 
 
 chunk_gated_delta_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -105,17 +110,16 @@ def chunk_gated_delta_product_triton(
     check_micro_steps(q, k, num_householder)
     if scale is None:
         scale = q.shape[-1] ** -0.5
-    if use_qk_l2norm_in_kernel:
-        q, k = l2_normalize_triton(q), l2_normalize_triton(k)
     if q.dtype == torch.float64:
         o, ht = chunk_gated_delta_product_triton(
             q.float(), k.float(), v.float(), g.float() if g is not None else None, beta.float(), num_householder,
-            scale, initial_state.float() if initial_state is not None else None, output_final_state)
+            scale, initial_state.float() if initial_state is not None else None, output_final_state,
+            use_qk_l2norm_in_kernel)
         return o.double(), (ht.double() if ht is not None else None)
     h0 = initial_state.float().contiguous() if initial_state is not None else None
     o, ht, *_ = chunk_gated_delta_fwd(q.contiguous(), k.contiguous(), v.contiguous(),
                                       g.contiguous() if g is not None else None, beta.contiguous(), scale, h0,
-                                      output_final_state, num_householder)
+                                      output_final_state, num_householder, use_qk_l2norm_in_kernel)
     return o, (ht if output_final_state else None)
 
 

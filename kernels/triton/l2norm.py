@@ -1,4 +1,5 @@
-"""L2 normalisation over the last dimension in one pass each way (the q/k norm of use_qk_l2norm_in_kernel).
+"""L2 normalisation over the last dimension in one pass each way: the backward's q/k norm of use_qk_l2norm_in_kernel
+(its forward scales the rows inside the chunk passes, chunk_fwd.py, and keeps no normalised copies).
 
     y = x · r,  r = (Σ x² + eps)^{-1/2}        (fp32 inside; y in x's dtype; the reference's formula)
     dx = r · (dy − y · Σ y·dy)                  (y recomputed in fp32 from x)
@@ -13,6 +14,7 @@ from torch import Tensor
 from .tuning import pow2
 
 ROWS = 16  # rows of x per program
+EPS = 1e-6  # kernels.reference.l2_normalize's (fla's)
 
 
 @triton.jit
@@ -82,8 +84,3 @@ def _l2norm_backward(ctx, dy: Tensor) -> tuple[Tensor, None]:
 
 
 l2norm_fwd.register_autograd(_l2norm_backward, setup_context=_l2norm_setup)
-
-
-def l2_normalize_triton(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """x / ‖x‖ over the last dimension (kernels.reference.l2_normalize's formula), differentiable; [..., D]."""
-    return l2norm_fwd(x.contiguous(), eps)
