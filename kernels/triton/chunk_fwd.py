@@ -118,7 +118,7 @@ def chunk_wu_aqk_fwd_kernel(
     [B,T,H,K] (the first K / BK) and u = T (β ⊙ V) [B,T,H,V] (the next V / BV), in k's and v's dtypes, and the
     last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C] (in its buffer's dtype); q has a row per token of NH
     micro-rows. With NORM, K's rows are scaled by r_k (from Rk) and Q's by r_q, which the last program computes and
-    stores in Rq [B,T,H] (fp32, a row per micro-row: q's at each token's last, 0 elsewhere)."""
+    stores in Rq [B,T,H] (fp32, a row per micro-row, of use at each token's last)."""
     i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -134,7 +134,7 @@ def chunk_wu_aqk_fwd_kernel(
         if i_c < NK:
             b_s = b_beta * tl.exp(b_G)
             if NORM:
-                b_s *= tl.load(Rk + tok + rows * H, mask=rows < T, other=0.0)
+                b_s *= _row_scalars(Rk + tok, t0, T, H, C)
             _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_s, C, BK, PREC)
         else:
             _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
@@ -153,7 +153,7 @@ def chunk_wu_aqk_fwd_kernel(
         if NORM:
             b_rq = 1.0 / tl.sqrt(b_ss + NORM_EPS)
             tl.store(Rq + tok + rows * H, b_rq, mask=rows < T)
-            b_qk *= b_rq[:, None] * tl.load(Rk + tok + rows * H, mask=rows < T, other=0.0)[None, :]
+            b_qk *= b_rq[:, None] * _row_scalars(Rk + tok, t0, T, H, C)[None, :]
         tl.store(Aqk + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk.dtype.element_ty), mask=m_c)
 
 
