@@ -3,8 +3,8 @@
 # repository root, on a GPU machine:
 #   bash studies/gdn-hparams-8l/run.sh DIR CORPUS PART…     CORPUS: a prepared corpus (deltamup data prepare)
 # PART: base      width 256, GDN-µP, output_mult ∈ {1/4, 1, 4, 16} × init_mult ∈ {1/2, 1, 2}, 2^-10 … 2^-8, seed 0
-#       seeds     seeds 1 and 2 for the three best variants of `base` other than the default, and the default (1, 1),
-#                 same LRs
+#       seeds     seeds 1 and 2 for the three best variants of `base` (at seed 0) other than the default, and the
+#                 default (1, 1), same LRs
 #       edge      seeds 0–2 one octave beyond each 3-seed optimum that is the highest or lowest LR run
 #       transfer  width 1024, seeds 0–2: the best variant over 3 seeds at its width-256 optimum g and g/2, 2g;
 #                 SP (no hparams) at 2^-8 (its width-256 optimum in the 8-layer study) and 2^-10 (its 1024 optimum)
