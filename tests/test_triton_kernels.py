@@ -212,6 +212,25 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
 
 
+def test_kernels_check_covers_the_passes_that_normalise_q_and_k(capsys, monkeypatch):
+    """`deltamup kernels check --qk-norm-in-kernel`: the per-chunk pass's candidates compiled with the in-kernel norm
+    (NORM), on q and k of any length against the recurrence on normalised ones (the op's backward normalises them
+    for its kernels: the call that shows the norm path ran)."""
+    from deltamup.cli import main
+    from deltamup.kernels.triton import function
+
+    calls = []
+    l2norm_fwd = function.l2norm_fwd
+    monkeypatch.setattr(function, "l2norm_fwd", lambda *a: calls.append(a) or l2norm_fwd(*a))
+    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "chunk_kkt_solve_fwd_kernel", "--shape", "1,40,2",
+            "--dtype", "fp32", "--qk-norm-in-kernel"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("16 ")]
+    assert rows and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
+    assert "q and k normalised in the kernels" in out.splitlines()[-1] and calls
+
+
 def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(capsys):
     """`deltamup kernels check --householder 2`: DeltaProduct_2's forward state pass (compiled apart from n_h = 1),
     each candidate, the FUSE_O ones among them, against the fp64 recurrence over the interleaved micro-rows."""
