@@ -50,6 +50,7 @@ OURS = ("ours", "ours-compile", "ours-blocks", "ours-cudagraphs", "ours-graphed"
 MODEL_OPTIONS = {  # a variant's +suffixes: ModelConfig fields for our model
     "triton-conv": dict(conv_backend="triton"),  # the short convolutions through kernels/triton/short_conv.py
     "stacked-gates": dict(stack_gates=True),      # W_β x and W_α x as one GEMM over the stacked, padded weights
+    "triton-loss": dict(loss_backend="triton"),   # the readout and its cross-entropy in one op, gradient in the forward
 }
 
 

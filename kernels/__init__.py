@@ -5,6 +5,8 @@
     chunk_gated_delta_product(q, k, v, g, beta, num_householder, ..., backend="auto") -> (o, final_state)
     short_conv_silu(x, weight, backend="torch", norm_group=0) -> SiLU(causal depthwise conv of x) [B, T, C],
                     then each group of norm_group channels L2-normalized        x [B, T, C], weight [C, K]
+    linear_cross_entropy(x, weight, targets, mult, backend="torch") -> mean cross-entropy of mult · x Wᵀ
+                    (the readout and the token loss)                            x [..., D], weight [V, D]
 
 Layout is fla's: q, k [B, T, H, K], v [B, T, H, V], g (log-space decay, or None for plain DeltaNet) and
 beta [B, T, H]; state [B, H, K, V] in fp32. DeltaProduct takes k, v, beta with T·n_h steps.
@@ -22,10 +24,12 @@ from torch import Tensor
 from .chunk_torch import chunk_gated_delta_rule_torch
 from .delta_product import gated_delta_product
 from .reference import l2_normalize, recurrent_gated_delta_rule
+from .reference import linear_cross_entropy as linear_cross_entropy_torch
 from .reference import short_conv_silu as short_conv_silu_torch
 
 BACKENDS = ("auto", "triton", "torch", "recurrent")
 CONV_BACKENDS = ("torch", "triton")
+LOSS_BACKENDS = ("torch", "triton")
 
 
 def _triton_rule() -> Callable[..., tuple[Tensor, Tensor | None]] | None:
@@ -116,6 +120,19 @@ def short_conv_silu(x: Tensor, weight: Tensor, backend: str = "torch", norm_grou
     raise ValueError(f"unknown short-convolution backend {backend!r}; choose one of {', '.join(CONV_BACKENDS)}")
 
 
+def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, mult: Tensor, backend: str = "torch") -> Tensor:
+    """Mean cross-entropy (0-d fp32) of the logits mult · x Wᵀ against targets (-100: not counted): x [..., D],
+    weight [V, D], targets [...] int64, mult 0-d. backend "torch": the logits, then F.cross_entropy (torch.compile
+    fuses mult into it); "triton": the GEMM, then one kernel that computes the loss and its gradient together
+    (triton/cross_entropy.py; ModelConfig(loss_backend="triton"))."""
+    if backend == "torch":
+        return linear_cross_entropy_torch(x, weight, targets, mult)
+    if backend == "triton":
+        from .triton.cross_entropy import linear_cross_entropy_triton
+        return linear_cross_entropy_triton(x, weight, targets, mult)
+    raise ValueError(f"unknown loss backend {backend!r}; choose one of {', '.join(LOSS_BACKENDS)}")
+
+
 def launch_configs() -> str | None:
     """The Triton launch config each pass took in this process so far (triton.tuning.chosen), or None where no
     Triton kernel has been launched (its launcher never imported: nothing is imported here to ask)."""
@@ -125,5 +142,6 @@ def launch_configs() -> str | None:
     return tuning.chosen() or None
 
 
-__all__ = ["BACKENDS", "CONV_BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product",
-           "recurrent_gated_delta_rule", "l2_normalize", "launch_configs", "resolve_backend", "short_conv_silu"]
+__all__ = ["BACKENDS", "CONV_BACKENDS", "LOSS_BACKENDS", "chunk_gated_delta_rule", "chunk_gated_delta_product",
+           "recurrent_gated_delta_rule", "l2_normalize", "launch_configs", "linear_cross_entropy", "resolve_backend",
+           "short_conv_silu"]

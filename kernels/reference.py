@@ -1,5 +1,5 @@
 """The gated delta rule, token by token: the ground truth every other form is tested against; and the other ops'
-reference forms (the q/k L2 norm, the short convolution).
+reference forms (the q/k L2 norm, the short convolution, the readout with its cross-entropy).
 
 Layout follows fla: q, k [B, T, H, K]; v [B, T, H, V]; g (log-space decay, ≤ 0) and beta [B, T, H];
 state [B, H, K, V]. Per token t and head h:
@@ -29,6 +29,14 @@ def short_conv_silu(x: Tensor, weight: Tensor) -> Tensor:
     for j in range(1, K):
         y = y + padded[:, j:j + T] * weight[:, j]
     return F.silu(y).to(x.dtype)
+
+
+def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, mult: Tensor) -> Tensor:
+    """Mean cross-entropy (fp32) of the logits mult · x Wᵀ against targets (-100: not counted): x [..., D],
+    weight [V, D], targets [...] int64, mult 0-d. The logits in x's compute dtype (bf16 under autocast), the loss in
+    fp32: the models' readout and token loss, written out."""
+    logits = F.linear(x, weight) * mult
+    return F.cross_entropy(logits.float().flatten(0, -2), targets.flatten(), ignore_index=-100)
 
 
 def recurrent_gated_delta_rule(

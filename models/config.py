@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from deltamup.kernels import BACKENDS, CONV_BACKENDS
+from deltamup.kernels import BACKENDS, CONV_BACKENDS, LOSS_BACKENDS
 
 KINDS = ("deltanet", "gdn", "deltaproduct")
 MIN_HEAD_DIM = 4
@@ -52,6 +52,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     kernel_backend: str = "auto"
     conv_backend: str = "torch"  # the short convolutions: kernels.short_conv_silu's "torch" or "triton"
+    loss_backend: str = "torch"  # the readout and token loss: kernels.linear_cross_entropy's "torch" or "triton"
     stack_gates: bool = False  # W_β and W_α x as one GEMM over their weights stacked and zero-padded to a multiple
     #                            of 8 rows (each still its own parameter): a 6- or 12-column output is not aligned for
     #                            Hopper's GEMM kernels, and cuBLAS runs those on pre-Hopper ones
@@ -63,6 +64,8 @@ class ModelConfig:
             raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.conv_backend not in CONV_BACKENDS:
             raise ValueError(f"unknown conv backend {self.conv_backend!r}; choose one of {', '.join(CONV_BACKENDS)}")
+        if self.loss_backend not in LOSS_BACKENDS:
+            raise ValueError(f"unknown loss backend {self.loss_backend!r}; choose one of {', '.join(LOSS_BACKENDS)}")
         if self.kind != "deltaproduct" and self.householder != 1:
             raise ValueError(f"householder={self.householder} needs kind='deltaproduct'")
         if not 1 <= self.householder <= 8:

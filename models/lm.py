@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from deltamup import kernels
+
 from .config import ModelConfig, Multipliers
 from .layers import Linear, RMSNorm, SwiGLU
 from .mixer import DeltaMixer
@@ -29,7 +31,9 @@ class Block(nn.Module):
 
 
 class DeltaLM(nn.Module):
-    """tokens [B, T] (int64) -> logits [B, T, vocab]."""
+    """tokens [B, T] (int64) -> logits [B, T, vocab]; with targets [B, T], the mean next-token loss (0-d fp32)
+    instead, through kernels.linear_cross_entropy (config.loss_backend "triton": the logits never materialised as
+    such, their gradient computed in the forward)."""
 
     def __init__(self, config: ModelConfig, multipliers: Multipliers = Multipliers()) -> None:
         super().__init__()
@@ -44,13 +48,15 @@ class DeltaLM(nn.Module):
         self.final_norm = RMSNorm(config.width, config.norm_eps)
         self.readout = None if config.tie_embeddings else Linear(config.width, config.vocab_size, Role.READOUT)
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def forward(self, tokens: Tensor, targets: Tensor | None = None) -> Tensor:
         x = F.embedding(tokens, self.embedding) * self.embedding_mult
         tap("embed", x)
         for block in self.blocks:
             x = block(x)
         x = self.final_norm(x)
         weight = self.embedding if self.readout is None else self.readout.weight
+        if targets is not None:
+            return kernels.linear_cross_entropy(x, weight, targets, self.logits_mult, self.config.loss_backend)
         logits = F.linear(x, weight) * self.logits_mult
         tap("logits", logits)
         return logits

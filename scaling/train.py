@@ -87,8 +87,11 @@ def precision(device_type: str, bf16: bool) -> AbstractContextManager:
 def token_loss(model: nn.Module, batch: Batch, cross_entropy: Callable[[Tensor, Tensor], Tensor] | None = None
                ) -> Tensor:
     """Mean next-token cross-entropy (fp32) at the ambient precision; the model returns logits [B, T, vocab] or an
-    output with .logits (Hugging Face's CausalLMOutput). cross_entropy: logits_loss, or a compiled copy of it."""
+    output with .logits (Hugging Face's CausalLMOutput). cross_entropy: logits_loss, or a compiled copy of it.
+    deltamup's model with ModelConfig(loss_backend="triton") returns the loss itself (its readout and loss fused)."""
     inputs, targets = batch
+    if getattr(getattr(getattr(model, "module", model), "config", None), "loss_backend", "torch") != "torch":
+        return model(inputs, targets)
     logits = model(inputs)
     return (cross_entropy or logits_loss)(getattr(logits, "logits", logits), targets)
 

@@ -628,3 +628,61 @@ def test_a_traced_launch_takes_the_config_chosen_on_real_tensors_of_its_sizes(mo
     assert calls == [(8, False), (8, True)] and list(tuning._chosen.values()) == [dict(num_warps=8)]
     tuning.launch(kernel, (1,), (torch.zeros(4),), {}, cfgs)
     assert calls[2:] == [(8, False)] and len(tuning._chosen) == 1
+
+
+@pytest.mark.parametrize("N,D,V", [(37, 24, 1000), (5, 8, 3), (16, 32, 8192 + 77)])  # V < BV, ragged last block
+def test_every_linear_cross_entropy_config_matches_the_reference(N, D, V):
+    """The readout fused with its cross-entropy (kernels/triton/cross_entropy.py), each launch config pinned, against
+    the logits and F.cross_entropy in fp64: the loss and the gradients of x and W, with a logits multiplier, rows
+    without a target (-100) and an upstream gradient other than 1."""
+    from deltamup.kernels.triton import cross_entropy, tuning
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, N, D, generator=gen, dtype=torch.float64)
+    w = torch.randn(V, D, generator=gen, dtype=torch.float64) / 3
+    targets = torch.randint(0, V, (2, N), generator=gen)
+    targets[0, 3] = targets[1, :2] = -100
+    mult = torch.tensor(0.7)
+
+    def run(backend: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        xi, wi = (t.to(DEVICE, dtype, copy=True).requires_grad_() for t in (x, w))
+        loss = kernels.linear_cross_entropy(xi, wi, targets.to(DEVICE), mult.to(DEVICE, dtype), backend)
+        (2.5 * loss).backward()
+        return {"loss": loss.detach().reshape(1), "dx": xi.grad, "dw": wi.grad}
+    want = run("torch", torch.float64)
+    for i, config in enumerate(cross_entropy.CONFIGS):
+        with tuning.pinned("linear_ce_fwd_kernel", i) as pin:
+            got = run("triton", torch.float32)
+        assert pin.launched["linear_ce_fwd_kernel"] == [config]
+        for name, err in rel_errors(got, want).items():
+            assert err < 1e-5, f"{tuning.config_text(config)}: {name} relative error {err:.1e}"
+    with pytest.raises(ValueError, match="unknown loss backend 'cuda'"):
+        kernels.linear_cross_entropy(x, w, targets, mult, "cuda")
+    args = (x[0].to(DEVICE, torch.bfloat16), w.to(DEVICE, torch.bfloat16).requires_grad_(), targets[0].to(DEVICE),
+            mult.to(DEVICE))
+    torch.library.opcheck(cross_entropy.linear_cross_entropy_fwd, args)  # fake shapes, autograd, schema
+
+
+def test_model_with_the_fused_loss_trains_like_the_logits_and_cross_entropy():
+    """ModelConfig(loss_backend="triton"): token_loss takes the model's own fused readout and loss, the same loss and
+    parameter gradients as the logits and F.cross_entropy (fp32), in one torch.compile graph."""
+    from deltamup.models import ModelConfig
+    from deltamup.parametrizations import build_model
+    from deltamup.scaling.train import token_loss
+    tokens = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    batch = (tokens, tokens.roll(-1, 1))
+    runs = []
+    for backend in ("torch", "triton"):
+        model = build_model(ModelConfig(width=48, depth=2, heads=2, kernel_backend="torch", loss_backend=backend),
+                            "gdn-mup", seed=0).to(DEVICE)
+        loss = token_loss(model, batch)
+        assert (backend == "triton") == ("linear_cross_entropy" in graph_nodes(loss.grad_fn))
+        loss.backward()
+        runs.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (want, want_grads), (got, got_grads) = runs
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    explained = torch._dynamo.explain(token_loss)(model, batch)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    with pytest.raises(ValueError, match="unknown loss backend"):
+        ModelConfig(loss_backend="fused")
