@@ -27,6 +27,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -144,6 +145,36 @@ def timings(fn: Callable, x: list[torch.Tensor]) -> dict[str, object]:
         out[f"gpu {name}"] = sum(t for _, t in per_kernel)
         out[f"kernels {name}"] = per_kernel[:14]
     return out
+
+
+def keep_row(rows: list[dict], row: dict, out: str | None, forms: tuple[str, str] = ("compiled", "triton")) -> None:
+    """An A/B benchmark's row (benchmarks/short_conv.py, linear_cross_entropy.py): appended, its shape and the two
+    forms' forward + backward GPU ms printed as one JSON line, and all rows so far written to `out` (JSON) when given,
+    so that a run cut short keeps what it measured."""
+    rows.append(row)
+    print(json.dumps({k: v for k, v in row.items() if k not in forms} | {f: row[f]["gpu fwd+bwd"] for f in forms}),
+          flush=True)
+    if out:
+        Path(out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                         "rows": rows}, indent=1))
+
+
+def ab_table(rows: list[dict], shape: str, shape_of: Callable[[dict], str], outputs: str) -> str:
+    """An A/B benchmark's Markdown table (rows as keep_row keeps them, forms "compiled" and "triton"): GPU ms of each
+    form forward and forward + backward with the ratio triton / compiled, wall ms beside them, and each form's errors
+    against fp64 (`outputs` names them, e.g. "y, dx, dw")."""
+    lines = [f"| {shape} | fwd GPU ms compiled / triton | ratio | fwd+bwd GPU ms compiled / triton | ratio | "
+             f"fwd+bwd wall ms (incl. host) compiled / triton | error {outputs} (compiled; triton) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        a, b = r["compiled"], r["triton"]
+        cells = [shape_of(r)]
+        for key in ("gpu fwd", "gpu fwd+bwd"):
+            cells += [f"{a[key]:.3f} / {b[key]:.3f}", f"{b[key] / a[key]:.2f}"]
+        cells.append(f"{a['wall fwd+bwd']:.3f} / {b['wall fwd+bwd']:.3f}")
+        cells.append("; ".join(", ".join(f"{e:.1e}" for e in f["errors"].values()) for f in (a, b)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def attempt(what: Callable, *args: object) -> object:

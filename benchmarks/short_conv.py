@@ -15,7 +15,6 @@ benchmarks/model_throughput.py --variants ours-compile ours-compile+triton-conv.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import torch
 
 if not __package__:  # run as a file: the repository root that holds benchmarks/ goes on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.kernels import timings  # noqa: E402
+from benchmarks.kernels import ab_table, keep_row, timings  # noqa: E402
 from deltamup.kernels import short_conv_silu  # noqa: E402
 from deltamup.kernels.check import rel_errors  # noqa: E402
 
@@ -56,21 +55,6 @@ def measure(C: int, group: int, B: int, T: int, K: int) -> dict[str, object]:
     return row
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| B, T, C (K; norm group) | fwd GPU ms compiled / triton | ratio | fwd+bwd GPU ms compiled / triton | "
-             "ratio | fwd+bwd wall ms (incl. host) compiled / triton | error y, dx, dw (compiled; triton) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        a, b = r["compiled"], r["triton"]
-        cells = [f"{r['B']}, {r['T']}, {r['C']} ({r['K']}; {r['group'] or '–'})"]
-        for key in ("gpu fwd", "gpu fwd+bwd"):
-            cells += [f"{a[key]:.3f} / {b[key]:.3f}", f"{b[key] / a[key]:.2f}"]
-        cells.append(f"{a['wall fwd+bwd']:.3f} / {b['wall fwd+bwd']:.3f}")
-        cells.append("; ".join(", ".join(f"{e:.1e}" for e in f["errors"].values()) for f in (a, b)))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=16)
@@ -85,13 +69,9 @@ def main() -> None:
     rows = []
     for shape in args.shapes:
         C, group = (int(n) for n in shape.split(":"))
-        rows.append(measure(C, group, args.batch, args.seq_len, args.kernel_size))
-        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("compiled", "triton")}
-                         | {f: rows[-1][f]["gpu fwd+bwd"] for f in ("compiled", "triton")}), flush=True)
-        if args.out:
-            Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                  "rows": rows}, indent=1))
-    print(table(rows))
+        keep_row(rows, measure(C, group, args.batch, args.seq_len, args.kernel_size), args.out)
+    print(ab_table(rows, "B, T, C (K; norm group)", lambda r: f"{r['B']}, {r['T']}, {r['C']} ({r['K']}; "
+                                                              f"{r['group'] or '–'})", "y, dx, dw"))
 
 
 if __name__ == "__main__":

@@ -31,3 +31,17 @@ def test_row_flags_a_failure_and_keeps_a_crash_text():
 def test_labels_name_what_a_shape_stands_for():
     assert [label(s) for s in SHAPES[4:7]] == ["8, 2048, 6, 192, 384 (width 1536)", "4, 4096, 16, 128, 128 (fla's "
                                               "standard)", "8, 2048, 6, 128, 256, n_h = 2"]
+
+
+def test_ab_table_gives_each_forms_gpu_time_the_ratio_and_errors(capsys):
+    """The A/B benchmarks' table (benchmarks/short_conv.py, linear_cross_entropy.py): GPU ms of both forms, the ratio
+    triton / compiled, wall time beside, each form's errors; keep_row prints each row's line as it comes."""
+    from benchmarks.kernels import ab_table, keep_row
+
+    form = {"gpu fwd": 0.4, "gpu fwd+bwd": 1.6, "wall fwd+bwd": 2.0, "errors": {"loss": 1e-3, "dx": 2e-3}}
+    rows: list[dict] = []
+    keep_row(rows, {"N": 8, "compiled": form, "triton": {**form, "gpu fwd": 0.1, "gpu fwd+bwd": 1.2}}, None)
+    assert '"N": 8' in capsys.readouterr().out and len(rows) == 1
+    c = cells(ab_table(rows, "N", lambda r: str(r["N"]), "loss, dx").splitlines()[2])
+    assert c == ["8", "0.400 / 0.100", "0.25", "1.600 / 1.200", "0.75", "2.000 / 2.000",
+                 "1.0e-03, 2.0e-03; 1.0e-03, 2.0e-03"]
