@@ -120,6 +120,8 @@ def main() -> None:
     p.add_argument("--off-fp64", type=Path, default=None,
                    help="then check every candidate config against fp64 and write those off it here (JSON list)")
     args = p.parse_args()
+    if min(args.K, args.V, args.householder) < 1 or args.conv_taps < 0:
+        p.error("K, V and --householder must be positive, --conv-taps 0 or more")
     shape = (args.K, args.V, args.householder, not args.no_gate, args.conv_taps)
     stamp = stamp_path(*shape)
     name = f"K={args.K} V={args.V} n_h={args.householder}" + (f" conv {args.conv_taps}" if args.conv_taps else "")
