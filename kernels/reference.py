@@ -31,13 +31,16 @@ def short_conv_silu(x: Tensor, weight: Tensor) -> Tensor:
     return F.silu(y).to(x.dtype)
 
 
+IGNORE_INDEX = -100  # a target that counts for no loss (F.cross_entropy's default)
+
+
 def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, mult: Tensor) -> Tensor:
     """Mean cross-entropy (fp32) of the logits mult · x Wᵀ against targets (-100: not counted): x [..., D],
     weight [V, D], targets [...] int64, mult 0-d. The logits in x's compute dtype (bf16 under autocast), the loss in
     fp32 or finer: the models' readout and token loss, written out."""
     logits = F.linear(x, weight) * mult
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=-100)
+    return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE_INDEX)
 
 
 def recurrent_gated_delta_rule(

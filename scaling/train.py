@@ -90,10 +90,16 @@ def token_loss(model: nn.Module, batch: Batch, cross_entropy: Callable[[Tensor, 
     output with .logits (Hugging Face's CausalLMOutput). cross_entropy: logits_loss, or a compiled copy of it.
     deltamup's model with ModelConfig(loss_backend="triton") returns the loss itself (its readout and loss fused)."""
     inputs, targets = batch
-    if getattr(getattr(getattr(model, "module", model), "config", None), "loss_backend", "torch") != "torch":
+    if returns_its_loss(model):
         return model(inputs, targets)
     logits = model(inputs)
     return (cross_entropy or logits_loss)(getattr(logits, "logits", logits), targets)
+
+
+def returns_its_loss(model: nn.Module) -> bool:
+    """deltamup's model (or DDP's wrapper of it) whose config fuses the readout with the loss (loss_backend)."""
+    config = getattr(getattr(model, "module", model), "config", None)
+    return getattr(config, "loss_backend", "torch") != "torch"
 
 
 def logits_loss(logits: Tensor, targets: Tensor) -> Tensor:

@@ -1,7 +1,7 @@
 """The readout and the mean cross-entropy in one op, its gradient computed in the forward (the math:
 kernels.reference.linear_cross_entropy):
 
-    z = c · x Wᵀ [N, V],   loss = mean over rows with a target (≠ IGNORE) of lse(z) − z_target,
+    z = c · x Wᵀ [N, V],   loss = mean over rows with a target (≠ IGNORE_INDEX) of lse(z) − z_target,
     dL/d(x Wᵀ) = c · (softmax(z) − onehot(target)) / n   (rows without a target: 0),   n = rows with a target.
 
 x [N, D] and W [V, D] in the compute dtype (bf16 under autocast), c a 0-d tensor (the logits multiplier). The
@@ -20,9 +20,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from ..reference import IGNORE_INDEX
 from .tuning import launch
 
-IGNORE = -100  # F.cross_entropy's ignore_index default: rows without a target
 NEG = tl.constexpr(-1e30)  # below any logit: the max's start and the padding columns' value
 # BV columns of a row a step; timed per shape on a GPU, the first on a CPU or at symbolic sizes
 CONFIGS = (dict(BV=4096, num_warps=8), dict(BV=2048, num_warps=4), dict(BV=8192, num_warps=16))
@@ -71,11 +71,11 @@ def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor, mult: T
     dtype), targets [N] int64, mult 0-d."""
     logits = torch.mm(x, weight.t())
     targets = targets.contiguous()
-    n_valid = (targets != IGNORE).sum().float()
+    n_valid = (targets != IGNORE_INDEX).sum().float()
     losses = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
     grad = torch.empty_like(logits)
     launch(linear_ce_fwd_kernel, (x.shape[0],), (logits, targets, mult.float(), n_valid, losses, grad, logits.shape[1]),
-           dict(IGNORE_INDEX=IGNORE), CONFIGS)
+           dict(IGNORE_INDEX=IGNORE_INDEX), CONFIGS)
     return losses.sum() / n_valid, grad
 
 
@@ -100,8 +100,8 @@ linear_cross_entropy_fwd.register_autograd(_backward, setup_context=_setup)
 
 
 def linear_cross_entropy_triton(x: Tensor, weight: Tensor, targets: Tensor, mult: Tensor) -> Tensor:
-    """Mean cross-entropy (0-d fp32) of mult · x Wᵀ against targets (IGNORE: not counted): x [..., D], weight [V, D],
-    targets [...] int64, mult 0-d. Under autocast x and W are cast to its dtype, as F.linear would be."""
+    """Mean cross-entropy (0-d fp32) of mult · x Wᵀ against targets (IGNORE_INDEX: not counted): x [..., D],
+    weight [V, D], targets [...] int64, mult 0-d. Under autocast x and W are cast to its dtype, as F.linear would be."""
     device = x.device.type
     if torch.is_autocast_enabled(device):
         dtype = torch.get_autocast_dtype(device)

@@ -72,15 +72,3 @@ def _(x: Tensor, eps: float) -> Tensor:
 @l2norm_bwd.register_fake
 def _(x: Tensor, dy: Tensor, eps: float) -> Tensor:
     return torch.empty_like(x)
-
-
-def _l2norm_setup(ctx, inputs: tuple, output: Tensor) -> None:
-    ctx.save_for_backward(inputs[0])
-    ctx.eps = inputs[1]
-
-
-def _l2norm_backward(ctx, dy: Tensor) -> tuple[Tensor, None]:
-    return l2norm_bwd(ctx.saved_tensors[0], dy.contiguous(), ctx.eps), None
-
-
-l2norm_fwd.register_autograd(_l2norm_backward, setup_context=_l2norm_setup)

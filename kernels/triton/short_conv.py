@@ -22,11 +22,12 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .l2norm import EPS as L2_EPS
 from .tuning import launch
 
 BLOCK_C = 64  # channels a program holds without the norm
 TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
-EPS = tl.constexpr(1e-6)  # the L2 norm's (kernels.reference.l2_normalize's default)
+EPS = tl.constexpr(L2_EPS)  # the L2 norm's
 # Timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes; warps change no element's
 # arithmetic, only the order of the sums over a row's channels (the norm) and over a program's rows (dw). 2 warps
 # timed fastest for all three kernels at every shape of the width-1024 model on an H200 (benchmarks/short-conv.md).
