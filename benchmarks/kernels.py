@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from deltamup import kernels
+from deltamup.kernels.triton import tuning
 
 NAMES = ("o", "dq", "dk", "dv", "dg", "dbeta")
 REPS = 20  # profiled calls per measurement
@@ -197,6 +198,7 @@ def measure(s: Shape, with_fla: bool) -> None:
         "ours bf16": attempt(lambda: rel_errors(outputs_and_grads(ours(s), x, torch.bfloat16), want)),
         "ours fp32": attempt(lambda: rel_errors(outputs_and_grads(ours(s), xs, torch.float32), want_short))}}
     res["ours"] = attempt(lambda: timings(ours(s), make_inputs(s, torch.bfloat16)))
+    res["ours configs"] = tuning.chosen()
     print(json.dumps(res), flush=True)
     if not with_fla:
         return
@@ -294,6 +296,8 @@ def details(s: Shape, res: dict) -> list[str]:
             for call in ("fwd", "fwd+bwd"):
                 lines.append(f"  - {side} {call} kernels (ms): "
                              + "; ".join(f"`{n}` {ms:.3f}" for n, ms in t[f"kernels {call}"]))
+        if res.get(f"{side} configs"):
+            lines.append(f"  - {side}: the configs its launches took: {res[f'{side} configs']}")
     return lines
 
 

@@ -45,3 +45,27 @@ def test_ab_table_gives_each_forms_gpu_time_the_ratio_and_errors(capsys):
     c = cells(ab_table(rows, "N", lambda r: str(r["N"]), "loss, dx").splitlines()[2])
     assert c == ["8", "0.400 / 0.100", "0.25", "1.600 / 1.200", "0.75", "2.000 / 2.000",
                  "1.0e-03, 2.0e-03; 1.0e-03, 2.0e-03"]
+
+
+def test_details_name_the_configs_a_run_took():
+    from benchmarks.kernels import details
+
+    res = {"errors": {"ours bf16": GOOD}, "ours": {"kernels fwd": [("chunk_o_fwd_kernel", 0.03)], "kernels fwd+bwd": []},
+           "ours configs": "chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True"}
+    lines = details(SHAPES[1], res)
+    assert lines[-1] == "  - ours: the configs its launches took: chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True"
+    assert not any("configs" in line for line in details(SHAPES[1], {**res, "ours configs": ""}))
+
+
+def test_throughput_share_is_of_the_higher_peak_and_kernels_fall_in_their_category():
+    """benchmarks/model_throughput.py: a GPU that clocks down during a variant is not credited for it (the share is
+    of the higher of the peaks measured before the run and after the variant); the Triton short convolution and the
+    fused loss are counted as such, not as "other"."""
+    from benchmarks.model_throughput import category, table
+
+    r = {"variant": "v", "params": 1e8, "ms_per_step": 40.0, "ms_per_step_synced": 41.0, "tokens_per_s": 3e5,
+         "tflops": 360.0, "peak_gb": 13.0, "first_step_s": 3.0, "loss_first": 1.0, "loss_last": 0.9}
+    assert cells(table([{**r, "matmul_peak_after": 700.0}], 800.0).splitlines()[2])[6:8] == ["45% of 800", "700"]
+    assert cells(table([{**r, "matmul_peak_after": 900.0}], 800.0).splitlines()[2])[6:8] == ["40% of 900", "900"]
+    assert category("short_conv_dz_kernel") == "short convolution (Triton)"
+    assert category("linear_ce_fwd_kernel") == "loss"
