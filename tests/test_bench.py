@@ -50,10 +50,11 @@ def test_ab_table_gives_each_forms_gpu_time_the_ratio_and_errors(capsys):
 def test_details_name_the_configs_a_run_took():
     from benchmarks.kernels import details
 
-    res = {"errors": {"ours bf16": GOOD}, "ours": {"kernels fwd": [("chunk_o_fwd_kernel", 0.03)], "kernels fwd+bwd": []},
-           "ours configs": "chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True"}
+    took = "chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True"
+    res = {"errors": {"ours bf16": GOOD}, "ours configs": took,
+           "ours": {"kernels fwd": [("chunk_o_fwd_kernel", 0.03)], "kernels fwd+bwd": []}}
     lines = details(SHAPES[1], res)
-    assert lines[-1] == "  - ours: the configs its launches took: chunk_state_fwd_kernel BV=64,warps=4,stages=3,FUSE_O=True"
+    assert lines[-1] == f"  - ours: the configs its launches took: {took}"
     assert not any("configs" in line for line in details(SHAPES[1], {**res, "ours configs": ""}))
 
 
