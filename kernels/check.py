@@ -24,13 +24,17 @@ def random_inputs(B: int, T: int, H: int, K: int, V: int, gate: str = "random", 
 
 
 def outputs(rule: Rule, x: dict[str, Tensor | None], dtype: torch.dtype, use_h0: bool = True, final: bool = True,
-            l2: bool = False) -> dict[str, Tensor]:
-    """o, the final state (when `final`) and the gradients of every input of a fixed random loss of them, with the
-    inputs cast to `dtype`."""
-    leaves = {n: (t.detach().to(dtype).clone().requires_grad_() if t is not None else None) for n, t in x.items()}
-    o, ht = rule(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
-                 initial_state=leaves["h0"] if use_h0 else None, output_final_state=final,
-                 use_qk_l2norm_in_kernel=l2)
+            l2: bool = False, grads: bool = True) -> dict[str, Tensor]:
+    """o, the final state (when `final`) and, with `grads`, the gradients of every input of a fixed random loss of
+    them, with the inputs cast to `dtype` (without `grads`: a forward under no_grad)."""
+    leaves = {n: (t.detach().to(dtype).clone().requires_grad_(grads) if t is not None else None)
+              for n, t in x.items()}
+    with torch.set_grad_enabled(grads):
+        o, ht = rule(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                     initial_state=leaves["h0"] if use_h0 else None, output_final_state=final,
+                     use_qk_l2norm_in_kernel=l2)
+    if not grads:
+        return {n: t for n, t in {"o": o, "ht": ht}.items() if t is not None}
     gen = torch.Generator().manual_seed(1)
     loss = (o * torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o)).sum()
     if final:

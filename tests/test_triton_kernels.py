@@ -53,9 +53,10 @@ def test_rule_matches_reference(B, T, H, K, V, gate, use_h0, final):
 
 @pytest.mark.parametrize("K,V", [(16, 16), (70, 90)])
 def test_l2norm_in_kernel(K, V, monkeypatch):
-    """use_qk_l2norm_in_kernel: the passes scale q's and k's rows by 1/‖·‖ where they use them (two row blocks of
-    the state at K = 70): output, final state and every gradient as the fp64 recurrence on normalised q, k, and
-    the forward runs no normalising pass (the backward normalises for its kernels, and maps dq̂, dk̂ to dq, dk)."""
+    """use_qk_l2norm_in_kernel. Without a gradient the passes scale q's and k's rows by 1/‖·‖ where they use them
+    (two row blocks of the state at K = 70) and no normalising pass runs; with one, q and k are normalised once
+    before the passes (the copies the backward reuses). Both: output and final state as the fp64 recurrence on
+    normalised q, k; with the gradient, every gradient too. The op's norm inside the passes refuses a backward."""
     from deltamup.kernels.triton import function
 
     calls = []
@@ -63,14 +64,17 @@ def test_l2norm_in_kernel(K, V, monkeypatch):
     monkeypatch.setattr(function, "l2norm_fwd", lambda *a: calls.append(a) or l2norm_fwd(*a))
     x = make_inputs(1, 70, 2, K, V, "random", seed=2)
     x["q"], x["k"] = 3 * x["q"], x["k"] / 2  # not unit rows: the norm matters
-    with torch.no_grad():
-        chunk_gated_delta_rule_triton(x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(),
-                                      x["beta"].float(), use_qk_l2norm_in_kernel=True)
-    assert calls == []
     want = run(recurrent_gated_delta_rule, x, torch.float64, True, True, l2=True)
+    forward = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True, l2=True, grads=False)
+    assert calls == []
+    assert_close(forward, {n: want[n] for n in ("o", "ht")}, 1e-4)
     got = run(chunk_gated_delta_rule_triton, x, torch.float32, True, True, l2=True)
-    assert_close(got, want, 1e-4)
     assert len(calls) == 2
+    assert_close(got, want, 1e-4)
+    q, k, v, g, beta = (x[n].float().requires_grad_() for n in ("q", "k", "v", "g", "beta"))
+    o = function.chunk_gated_delta_fwd(q, k, v, g, beta, 0.25, None, False, 1, True)[0]
+    with pytest.raises(RuntimeError, match="forward only"):
+        o.sum().backward()
 
 
 def delta_product(backend: str, n: int):
@@ -87,7 +91,8 @@ def delta_product(backend: str, n: int):
 ])
 def test_delta_product(n, T, gate, l2):
     """DeltaProduct_n in the Triton kernels (q, g, o, do, dq, dg never interleaved) against the interleaved fp64
-    recurrence: output, final state and the gradients of q, k, v, g, β and the initial state."""
+    recurrence: output, final state and the gradients of q, k, v, g, β and the initial state; with the q/k norm,
+    the forward alone as well (the norm inside its passes)."""
     B, H, K, V = 1, 2, 16, 16
     x = make_inputs(B, T * n, H, K, V, gate, seed=3 + n)
     x["q"] = x["q"][:, :T]
@@ -96,6 +101,9 @@ def test_delta_product(n, T, gate, l2):
     want = run(delta_product("recurrent", n), x, torch.float64, True, True, l2=l2)
     got = run(delta_product("triton", n), x, torch.float32, True, True, l2=l2)
     assert_close(got, want, 1e-4)
+    if l2:  # the forward alone normalises q and k inside its passes
+        forward = run(delta_product("triton", n), x, torch.float32, True, True, l2=True, grads=False)
+        assert_close(forward, {k: want[k] for k in ("o", "ht")}, 1e-4)
 
 
 def test_delta_product_triton_does_not_interleave(monkeypatch):
@@ -158,9 +166,12 @@ def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first(
                                                (70, 64, 96, 2, True)])
 def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh, norm):
     """The state pass's FUSE_O candidates (the output computed in the sequential walk; the launcher keeps one where
-    it times faster than the state pass plus the output pass) against the split form, pinned one after the other:
-    the same o, final state and saved intermediates (the backward's inputs), and no output pass launched. Gated
-    delta rule and DeltaProduct_2 (q and o per token, a mid-token chunk end), and with q, k normalised inside."""
+    it times faster than the state pass plus the output pass) against the split form, each pinned beside the same
+    state config without FUSE_O: the same final state and saved intermediates (the backward's inputs) bit for bit,
+    the same o to fp32 rounding, and no output pass launched. Gated delta rule and DeltaProduct_2 (q and o per token,
+    a mid-token chunk end), and with q, k normalised inside. o is computed by another kernel in each form, with
+    other tiles: the interpreter's products (numpy's matmul) sum in an order that follows the operands' shapes, so
+    its last bits may differ (1.8e-7 with numpy 2.4); on an H200 it came out bit for bit."""
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
@@ -168,15 +179,20 @@ def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh, norm):
     args = (x["q"][:, :T_tok].contiguous(), x["k"], x["v"], x["g"][:, :T_tok].contiguous(), x["beta"], K**-0.5,
             x["h0"], True, nh, norm)
     with tuning.pinned() as pin:
-        split = chunk_fwd(*args)
-    fused = [i for i, c in enumerate(pin.seen["chunk_state_fwd_kernel"]) if c.get("FUSE_O")]
-    assert fused and "chunk_o_fwd_kernel" in pin.launched
+        chunk_fwd(*args)
+    configs = pin.seen["chunk_state_fwd_kernel"]
+    fused = [i for i, c in enumerate(configs) if c.get("FUSE_O")]
+    assert fused
     for i in fused:
+        twin = configs.index({k: v for k, v in configs[i].items() if k != "FUSE_O"})  # tuning.fused_output_configs
+        with tuning.pinned("chunk_state_fwd_kernel", twin) as pin:
+            split = chunk_fwd(*args)
+        assert "chunk_o_fwd_kernel" in pin.launched
         with tuning.pinned("chunk_state_fwd_kernel", i) as pin:
             o, ht, saved = chunk_fwd(*args)
         assert "chunk_o_fwd_kernel" not in pin.launched
-        assert torch.equal(o, split[0]) and torch.equal(ht, split[1])
-        assert all(torch.equal(saved[n], split[2][n]) for n in saved)
+        assert torch.equal(ht, split[1]) and all(torch.equal(saved[n], split[2][n]) for n in saved)
+        assert_close({"o": o}, {"o": split[0].double()}, 1e-6)
 
 
 def test_configs_named_off_fp64_are_left_out_of_the_launch(monkeypatch):
@@ -214,8 +230,8 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
 
 def test_kernels_check_covers_the_passes_that_normalise_q_and_k(capsys, monkeypatch):
     """`deltamup kernels check --qk-norm-in-kernel`: the per-chunk pass's candidates compiled with the in-kernel norm
-    (NORM), on q and k of any length against the recurrence on normalised ones (the op's backward normalises them
-    for its kernels: the call that shows the norm path ran)."""
+    (NORM), the forward on q of any length against the recurrence on normalised q, k, with no normalising pass of
+    its own (the check's q is not normalised: a pass that skipped the norm fails the bar)."""
     from deltamup.cli import main
     from deltamup.kernels.triton import function
 
@@ -228,7 +244,7 @@ def test_kernels_check_covers_the_passes_that_normalise_q_and_k(capsys, monkeypa
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("16 ")]
     assert rows and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
-    assert "q and k normalised in the kernels" in out.splitlines()[-1] and calls
+    assert "q and k normalised in the kernels" in out.splitlines()[-1] and calls == []
 
 
 def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(capsys):

@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--householder", type=int, default=1, metavar="N_H",
                    help="DeltaProduct's n_h: T tokens of N_H micro-rows (its passes compile apart; default 1)")
     c.add_argument("--qk-norm-in-kernel", action="store_true",
-                   help="q and k normalised inside the passes (use_qk_l2norm_in_kernel; its passes compile apart)")
+                   help="q and k normalised inside the forward's passes (use_qk_l2norm_in_kernel without a "
+                   "gradient; its passes compile apart): the forward's outputs only")
     c.add_argument("--tolerance", type=float, default=None, help="fail at this relative error or above "
                    "(default: 1e-2 for bf16 and fp16, 1e-4 for fp32)")
     c.set_defaults(run=run_check)

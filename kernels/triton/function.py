@@ -9,7 +9,7 @@ from torch import Tensor
 from ..delta_product import check_micro_steps
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd
-from .l2norm import EPS, l2norm_bwd, l2norm_fwd
+from .l2norm import EPS, l2norm_fwd
 from .tuning import chunk_matrix_dtype
 from .utils import CHUNK
 
@@ -21,8 +21,9 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, bet
                           initial_state: Tensor | None, output_final_state: bool, nh: int, norm_qk: bool = False
                           ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k L2-normalised
-    (norm_qk: inside the passes, no normalised copies), initial_state fp32 (shapes: chunk_fwd). Returns o, the final
-    state (an empty tensor unless output_final_state) and the SAVED intermediates."""
+    inside the passes with norm_qk (no normalised copies; forward only: its backward would have to normalise them
+    again, and normalising before the forward is faster for forward + backward), initial_state fp32 (shapes:
+    chunk_fwd). Returns o, the final state (an empty tensor unless output_final_state) and the SAVED intermediates."""
     o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk)
     return (o, ht if ht is not None else _empty(q), *(saved[n] for n in SAVED))
 
@@ -37,6 +38,11 @@ def chunk_gated_delta_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, bet
     saved = dict(zip(SAVED, (G, Tinv, Aqk, w, h_all, v_new)))
     dq, dk, dv, dg, dbeta, dh0 = chunk_bwd(q, k, v, g, beta, scale, initial_state, do, dht, saved, nh)
     return dq, dk, dv, dg if dg is not None else _empty(q), dbeta, dh0 if dh0 is not None else _empty(q)
+
+
+def _needs_grad(*tensors: Tensor | None) -> bool:
+    """Whether autograd will want a backward through an op of these inputs."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def _empty(like: Tensor) -> Tensor:
@@ -72,15 +78,15 @@ def _setup_context(ctx, inputs: tuple, output: tuple) -> None:
 
 
 def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
+    if ctx.norm_qk:
+        raise RuntimeError("chunk_gated_delta_fwd with norm_qk is forward only: where a gradient is needed, "
+                           "normalise q and k before it (the entry points do)")
     q, k, v, g, beta, h0, *saved = ctx.saved_tensors
     if do is None:  # only the final state reaches the loss
         do = v.new_zeros(*q.shape[:-1], v.shape[-1])
     dht = dht.contiguous() if ctx.output_final_state and dht is not None else None
-    qn, kn = (l2norm_fwd(q, EPS), l2norm_fwd(k, EPS)) if ctx.norm_qk else (q, k)  # the forward kept no copies
-    dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(qn, kn, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
+    dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
                                                        *saved, ctx.nh)
-    if ctx.norm_qk:
-        dq, dk = l2norm_bwd(q, dq, EPS), l2norm_bwd(k, dk, EPS)
     return (dq, dk, dv, dg if g is not None else None, dbeta, None, dh0 if h0 is not None else None, None, None,
             None)
 
@@ -117,9 +123,16 @@ def chunk_gated_delta_product_triton(
             use_qk_l2norm_in_kernel)
         return o.double(), (ht.double() if ht is not None else None)
     h0 = initial_state.float().contiguous() if initial_state is not None else None
-    o, ht, *_ = chunk_gated_delta_fwd(q.contiguous(), k.contiguous(), v.contiguous(),
-                                      g.contiguous() if g is not None else None, beta.contiguous(), scale, h0,
-                                      output_final_state, num_householder, use_qk_l2norm_in_kernel)
+    q, k = q.contiguous(), k.contiguous()
+    # q/k's L2 norm: inside the passes for a forward alone (no pass of its own); before them where a gradient is
+    # needed, its normalised copies saved for the backward (forward + backward 0.4-4% faster so on an H200:
+    # benchmarks/kernels.md)
+    norm_in_passes = use_qk_l2norm_in_kernel and not _needs_grad(q, k, v, g, beta, h0)
+    if use_qk_l2norm_in_kernel and not norm_in_passes:
+        q, k = l2norm_fwd(q, EPS), l2norm_fwd(k, EPS)
+    o, ht, *_ = chunk_gated_delta_fwd(q, k, v.contiguous(), g.contiguous() if g is not None else None,
+                                      beta.contiguous(), scale, h0, output_final_state, num_householder,
+                                      norm_in_passes)
     return o, (ht if output_final_state else None)
 
 

@@ -1,5 +1,6 @@
-"""L2 normalisation over the last dimension in one pass each way: the backward's q/k norm of use_qk_l2norm_in_kernel
-(its forward scales the rows inside the chunk passes, chunk_fwd.py, and keeps no normalised copies).
+"""L2 normalisation over the last dimension in one pass each way, differentiable: use_qk_l2norm_in_kernel's q/k norm
+when a gradient is needed (function.py; a forward without one scales the rows inside the chunk passes instead,
+chunk_fwd.py, and writes no normalised copies).
 
     y = x · r,  r = (Σ x² + eps)^{-1/2}        (fp32 inside; y in x's dtype; the reference's formula)
     dx = r · (dy − y · Σ y·dy)                  (y recomputed in fp32 from x)
@@ -72,3 +73,15 @@ def _(x: Tensor, eps: float) -> Tensor:
 @l2norm_bwd.register_fake
 def _(x: Tensor, dy: Tensor, eps: float) -> Tensor:
     return torch.empty_like(x)
+
+
+def _l2norm_setup(ctx, inputs: tuple, output: Tensor) -> None:
+    ctx.save_for_backward(inputs[0])
+    ctx.eps = inputs[1]
+
+
+def _l2norm_backward(ctx, dy: Tensor) -> tuple[Tensor, None]:
+    return l2norm_bwd(ctx.saved_tensors[0], dy.contiguous(), ctx.eps), None
+
+
+l2norm_fwd.register_autograd(_l2norm_backward, setup_context=_l2norm_setup)

@@ -56,8 +56,9 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
     the final one too (the model trains without either: states False checks the kernels it compiles). With
     `householder` n > 1, DeltaProduct_n (T tokens of n micro-rows: its passes compile apart from n = 1) against the
     same recurrence over the interleaved micro-rows. `gated` False: no decay gate (plain DeltaNet's passes, compiled
-    apart from the gated ones). `norm`: q and k normalised inside the passes (use_qk_l2norm_in_kernel, also compiled
-    apart), against the recurrence on normalised q, k."""
+    apart from the gated ones). `norm`: q and k normalised inside the passes (use_qk_l2norm_in_kernel without a
+    gradient, also compiled apart): the forward's outputs against the recurrence on normalised q, k (with a gradient
+    the norm runs before the passes, whose candidates the check without `norm` covers)."""
     if kernel is not None and kernel not in PASSES:
         raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -70,9 +71,9 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
     else:
         rule = functools.partial(chunk_gated_delta_product_triton, num_householder=householder)
         reference = functools.partial(gated_delta_product, recurrent_gated_delta_rule, num_householder=householder)
-    want = outputs(reference, x, torch.float64, states, states, norm)
+    want = outputs(reference, x, torch.float64, states, states, norm, grads=not norm)
     with tuning.pinned() as pin:  # which passes launch, and their candidates
-        outputs(rule, x, dtype, states, states, norm)
+        outputs(rule, x, dtype, states, states, norm, grads=not norm)
     names = [kernel] if kernel is not None else list(pin.seen)
     if kernel is not None and kernel not in pin.seen:
         raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
@@ -81,7 +82,7 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
         for i, config in enumerate(pin.seen[name]):
             try:
                 with tuning.pinned(name, i):
-                    errors = rel_errors(outputs(rule, x, dtype, states, states, norm), want)
+                    errors = rel_errors(outputs(rule, x, dtype, states, states, norm, grads=not norm), want)
             except OutOfResources:
                 results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
                 continue
