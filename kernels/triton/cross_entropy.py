@@ -13,15 +13,13 @@ size, backward; here the logits are read twice and the gradient written once, al
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
 from ..reference import IGNORE_INDEX
-from .tuning import launch
+from .tuning import launch, register_op
 
 NEG = tl.constexpr(-1e30)  # below any logit: the max's start and the padding columns' value
 # BV columns of a row a step; timed per shape on a GPU, the first on a CPU or at symbolic sizes
@@ -60,12 +58,7 @@ def linear_ce_fwd_kernel(logits, targets, mult, n_valid, loss, grad, V, BV: tl.c
         tl.store(grad + cols, (b_g * scale).to(grad.dtype.element_ty), mask=cols < V)
 
 
-# As a triton_op, Inductor launches the kernel from its generated code; the interpreter cannot run on the fake
-# tensors a triton_op is traced with (short_conv.py).
-_register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
-
-
-@_register_op("deltamup::linear_cross_entropy_fwd", mutates_args=())
+@register_op("deltamup::linear_cross_entropy_fwd", mutates_args=())
 def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor, mult: Tensor) -> tuple[Tensor, Tensor]:
     """The mean loss (0-d fp32) and the gradient at x Wᵀ ([N, V], x's dtype) for x [N, D], weight [V, D] (the same
     dtype), targets [N] int64, mult 0-d."""

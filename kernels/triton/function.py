@@ -125,8 +125,8 @@ def chunk_gated_delta_product_triton(
     h0 = initial_state.float().contiguous() if initial_state is not None else None
     q, k = q.contiguous(), k.contiguous()
     # q/k's L2 norm: inside the passes for a forward alone (no pass of its own); before them where a gradient is
-    # needed, its normalised copies saved for the backward (forward + backward 0.4-4% faster so on an H200:
-    # benchmarks/kernels.md)
+    # needed, the normalised copies saved for the backward (on an H200 forward + backward is 0.4-4% faster that way
+    # than normalising inside the passes and again in the backward: benchmarks/kernels.md)
     norm_in_passes = use_qk_l2norm_in_kernel and not _needs_grad(q, k, v, g, beta, h0)
     if use_qk_l2norm_in_kernel and not norm_in_passes:
         q, k = l2norm_fwd(q, EPS), l2norm_fwd(k, EPS)

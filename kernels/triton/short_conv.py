@@ -15,15 +15,13 @@ K shifted tiles of dz for dx. Its DRAM traffic: x, dout and dx once, dz written 
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
 from .l2norm import EPS as L2_EPS
-from .tuning import launch
+from .tuning import launch, register_op
 
 BLOCK_C = 64  # channels a program holds without the norm
 TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
@@ -118,12 +116,6 @@ def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, BT: tl.constexpr, BC:
     tl.store(dx + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-# A triton_op's kernels are launched by the code Inductor generates for the compiled model. As custom_ops (Python
-# bodies the graph calls through the dispatcher, about 0.1 ms of host time each) they left the GPU idle 22% of a
-# training step (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with.
-_register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
-
-
 def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]:
     """The grid and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
     B, T, C = x.shape
@@ -133,7 +125,7 @@ def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]
     return (triton.cdiv(T, BT), triton.cdiv(C, D), B), dict(D=D, BT=BT, BC=BC, NORM=group > 0)
 
 
-@_register_op("deltamup::short_conv_fwd", mutates_args=())
+@register_op("deltamup::short_conv_fwd", mutates_args=())
 def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     """x [B, T, C] contiguous, w [C, K] fp32 contiguous -> SiLU(causal conv) [B, T, C] in x's dtype, each group of
     `group` channels L2-normalized (0: none)."""
@@ -143,7 +135,7 @@ def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     return out
 
 
-@_register_op("deltamup::short_conv_bwd", mutates_args=())
+@register_op("deltamup::short_conv_bwd", mutates_args=())
 def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tensor, Tensor]:
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
     grid, meta = _tiles(x, group)

@@ -194,6 +194,14 @@ def pinned(kernel: str | None = None, index: int = 0) -> Iterator[Pin]:
         _pin = outer
 
 
+# How an op whose body launches Triton kernels is registered. As a torch.library.triton_op, Inductor launches its
+# kernels from the code it generates for a compiled model; as custom_ops (Python bodies the graph calls through the
+# dispatcher, about 0.1 ms of host time each) the short convolutions left the GPU idle 22% of a training step
+# (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with, so under
+# TRITON_INTERPRET=1 the ops are custom_ops.
+register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
+
+
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
            fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = (),
            then: Callable[[dict[str, int]], None] | None = None) -> None:
