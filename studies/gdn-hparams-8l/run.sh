@@ -8,6 +8,8 @@
 #       edge      seeds 0–2 one octave beyond each 3-seed optimum that is the highest or lowest LR run
 #       transfer  width 1024, seeds 0–2: the best variant over 3 seeds at its width-256 optimum g and g/2, 2g;
 #                 SP (no hparams) at 2^-8 (its width-256 optimum in the 8-layer study) and 2^-10 (its 1024 optimum)
+#       transfer-edge  width 1024, seeds 0–2: one octave beyond the variant's 3-seed optimum there if that is the
+#                 highest or lowest LR `transfer` ran
 set -eu
 trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2
@@ -15,17 +17,17 @@ SPEC=${SPEC:-studies/gdn-hparams-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g.
 source studies/parts.sh  # sweep, lrs
 # `seeds` and `edge` each run their variants as one sweep (an `only` cell a variant): one driver run, the trials of
 # every variant packed on the GPU together
-ranked() {  # SEEDS [edge]: "output_mult init_mult log2(best lr)" per width-256 variant, best first, by the mean
+ranked() {  # SEEDS [edge [WIDTH]]: "output_mult init_mult log2(best lr)" per variant at WIDTH (256), best first, by the mean
   # val_loss over the seeds run (all of them: SEEDS; SEEDS=1 ranks on seed 0 alone, so that the choice of `seeds`
   # stays the same while its trials land) at its best LR; with edge, only the variants whose best is the highest or
   # lowest such LR, and the octave beyond it in place of the best
-  python3 - "$DIR" "$1" "${2:-}" <<'PY'
+  python3 - "$DIR" "$1" "${2:-}" "${3:-256}" <<'PY'
 import glob, json, math, statistics, sys
-out, need, edge = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "edge"
+out, need, edge, width = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "edge", int(sys.argv[4])
 runs = {}
 for f in glob.glob(f"{out}/results/*.json"):
     r = json.load(open(f))
-    if r["status"] == "ok" and r["width"] == 256 and r["parametrization"] == "gdn-mup" and (need > 1 or r["seed"] == 0):
+    if r["status"] == "ok" and r["width"] == width and r["parametrization"] == "gdn-mup" and (need > 1 or r["seed"] == 0):
         h = dict(kv.split("=") for kv in r["hparams"].split(",")) if r["hparams"] else {}
         key = (float(h.get("output_mult", 1)), float(h.get("init_mult", 1)))
         runs.setdefault(key, {}).setdefault(round(math.log2(r["lr"])), []).append(r["val_loss"])
@@ -69,6 +71,11 @@ for PART in "$@"; do
       sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" \
             --set "lrs=$(lrs $((E - 1)) "$E" $((E + 1)))"
       sweep --set 'widths=[1024]' --set 'parametrizations=[sp]' --set 'hparams={}' --set "lrs=$(lrs -10 -8)" ;;
-    *) echo "unknown part $PART (base, seeds, edge, transfer)" >&2; exit 2 ;;
+    transfer-edge)
+      while read -r O I E; do
+        echo "width 1024: output_mult $O, init_mult $I, at 2^$E (beyond its optimum on the grid's edge)"
+        sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" --set "lrs=$(lrs "$E")"
+      done < <(ranked 3 edge 1024) ;;
+    *) echo "unknown part $PART (base, seeds, edge, transfer, transfer-edge)" >&2; exit 2 ;;
   esac
 done
