@@ -517,6 +517,9 @@ def test_short_conv_op_registration():
     assert kernels.short_conv_silu(x, w, backend="triton").dtype == torch.bfloat16
     with pytest.raises(ValueError, match="short-convolution backend"):
         kernels.short_conv_silu(x, w, backend="cuda")
+    wide = torch.randn(1, 2, 4096, device=DEVICE, dtype=torch.bfloat16)  # a group wider than a program's tile
+    with pytest.raises(ValueError, match="norm_group 4096"):
+        kernels.short_conv_silu(wide, torch.randn(4096, 4, device=DEVICE), backend="triton", norm_group=4096)
 
 
 def test_model_with_triton_short_convs_matches_the_torch_form():

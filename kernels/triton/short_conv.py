@@ -6,14 +6,17 @@ l2_normalize's).
     r_t = (Σ_group y_t² + eps)^{-1/2};   backward: dy = r (dout − ŷ Σ_group ŷ·dout) with ŷ = y r (or dout),
     dz_t = dy_t · σ(z_t) (1 + z_t (1 − σ(z_t))),   dx_t = Σ_j w_j dz_{t+K−1−j},   dw_j = Σ_{b,t} dz_t x_{t−K+1+j}
 
-x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds BT rows × one channel block: 64 channels, or
-one whole group (padded to a power of two) with the norm. The forward reads K shifted tiles of x (L1/L2 serve the
-repeats). The backward is two passes: the first computes dz once at its rows (z again from shifted loads of x, the
-norm's backward within the group) into an fp32 [B, T, C] buffer, and each program's dw sums over its rows into a
-[B · T / BT, C, K] fp32 buffer that one torch sum reduces (no atomics: the same dw on every run); the second reads
-K shifted tiles of dz for dx. Its DRAM traffic: x, dout and dx once, dz written and read once, the dw buffer.
+x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds TILE elements (a tuned constexpr): BT =
+TILE / BC rows × one channel block of BC, 64 channels, or one whole group (padded to a power of two) with the norm.
+The forward reads K shifted tiles of x (L1/L2 serve the repeats). The backward is two passes: the first computes
+dz once at its rows (z again from shifted loads of x, the norm's backward within the group) into an fp32 [B, T, C]
+buffer, and each program's dw sums over its rows into a [B · T / BT, C, K] fp32 buffer that one torch sum reduces
+(no atomics: the same dw on every run); the second reads K shifted tiles of dz for dx. Its DRAM traffic: x, dout
+and dx once, dz written and read once, the dw buffer.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import triton
@@ -24,12 +27,14 @@ from .l2norm import EPS as L2_EPS
 from .tuning import launch, register_op
 
 BLOCK_C = 64  # channels a program holds without the norm
-TILE = 2048   # rows × channels a program holds: BT = TILE / its channel block
 EPS = tl.constexpr(L2_EPS)  # the L2 norm's
-# Timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes; warps change no element's
-# arithmetic, only the order of the sums over a row's channels (the norm) and over a program's rows (dw). 2 warps
-# timed fastest for all three kernels at every shape of the width-1024 model on an H200 (benchmarks/short-conv.md).
-CONFIGS = (dict(num_warps=2), dict(num_warps=4), dict(num_warps=8))
+# Timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes. TILE: rows × channels a
+# program holds (BT = TILE / BC rows, so a larger tile re-reads fewer halo rows and sums dw over more rows before
+# its store); warps and tiles change no element's arithmetic, only the order of the sums over a row's channels (the
+# norm) and over a program's rows (dw). At TILE 2048, 2 warps timed fastest for all three kernels at every shape of
+# the width-1024 model on an H200 (benchmarks/short-conv.md).
+CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4, 8))
+MAX_GROUP = 2048  # the norm's group must fit one program's tile: BT ≥ 1 at the smallest TILE
 
 
 @triton.jit
@@ -68,9 +73,10 @@ def _dz(x, w, dout, t, c, cm, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.co
 
 
 @triton.jit
-def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexpr, BC: tl.constexpr,
                           NORM: tl.constexpr):
-    """Grid (T / BT, C / D, B); D channels a program (BC ≥ D, a power of two)."""
+    """Grid (T / BT, C / D, B) with BT = TILE / BC; D channels a program (BC ≥ D, a power of two)."""
+    BT: tl.constexpr = TILE // BC
     t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
     out += i_b * T * C
@@ -83,10 +89,11 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, BT: tl.constexpr,
 
 
 @triton.jit
-def short_conv_dz_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+def short_conv_dz_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, TILE: tl.constexpr, BC: tl.constexpr,
                          NORM: tl.constexpr):
-    """Backward, first pass. Grid (T / BT, C / D, B): dz [B, T, C] fp32 at this program's rows, and
-    dw: [B · T / BT, C, K] fp32, this program's sums over its rows."""
+    """Backward, first pass. Grid (T / BT, C / D, B) with BT = TILE / BC: dz [B, T, C] fp32 at this program's rows,
+    and dw: [B · T / BT, C, K] fp32 (at least), this program's sums over its rows."""
+    BT: tl.constexpr = TILE // BC
     t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
     dz += i_b * T * C
@@ -102,8 +109,10 @@ def short_conv_dz_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, BT: tl.co
 
 
 @triton.jit
-def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """Backward, second pass. Grid (T / BT, C / BC, B): dx_t = Σ_s w_{K−1−s} dz_{t+s} (dz beyond T is 0)."""
+def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, TILE: tl.constexpr, BC: tl.constexpr):
+    """Backward, second pass. Grid (T / BT, C / BC, B) with BT = TILE / BC: dx_t = Σ_s w_{K−1−s} dz_{t+s} (dz beyond
+    T is 0)."""
+    BT: tl.constexpr = TILE // BC
     t, c, cm, i_b = _program(C, BC, BT, BC)
     dz += i_b * T * C
     dx += i_b * T * C
@@ -116,13 +125,12 @@ def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, BT: tl.constexpr, BC:
     tl.store(dx + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-def _tiles(x: Tensor, group: int) -> tuple[tuple[int, int, int], dict[str, int]]:
-    """The grid and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
+def _tiles(x: Tensor, group: int) -> tuple[Callable[[dict[str, int]], tuple[int, int, int]], dict[str, int]]:
+    """The grid (of a config's TILE) and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
     B, T, C = x.shape
     D = group or BLOCK_C
     BC = triton.next_power_of_2(D)
-    BT = max(1, TILE // BC)
-    return (triton.cdiv(T, BT), triton.cdiv(C, D), B), dict(D=D, BT=BT, BC=BC, NORM=group > 0)
+    return lambda meta: (triton.cdiv(T, meta["TILE"] // BC), triton.cdiv(C, D), B), dict(D=D, BC=BC, NORM=group > 0)
 
 
 @register_op("deltamup::short_conv_fwd", mutates_args=())
@@ -140,14 +148,19 @@ def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tens
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
     grid, meta = _tiles(x, group)
     dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
-    dw = torch.empty(grid[0] * grid[2], *w.shape, device=x.device, dtype=torch.float32)
-    launch(short_conv_dz_kernel, grid, (x, w, dout, dz, dw, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
-           CONFIGS)
+    most = grid(dict(TILE=min(c["TILE"] for c in CONFIGS)))  # the most programs any config launches
+    dw_rows = torch.empty(most[0] * most[2], *w.shape, device=x.device, dtype=torch.float32)
+    dw = []
+
+    def reduce_dw(config: dict[str, int]) -> None:  # the rows this config's programs wrote, summed (timed with it)
+        rows, _, batch = grid(config)
+        dw[:] = [dw_rows[:rows * batch].sum(0)]
+    launch(short_conv_dz_kernel, grid, (x, w, dout, dz, dw_rows, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
+           CONFIGS, then=reduce_dw)
     dx = torch.empty_like(x)
     grid, meta = _tiles(x, 0)
-    launch(short_conv_dx_kernel, grid, (dz, w, dx, x.shape[1], x.shape[2]), dict(K=w.shape[1], BT=meta["BT"],
-           BC=meta["BC"]), CONFIGS)
-    return dx, dw.sum(0)
+    launch(short_conv_dx_kernel, grid, (dz, w, dx, x.shape[1], x.shape[2]), dict(K=w.shape[1], BC=meta["BC"]), CONFIGS)
+    return dx, dw[0]
 
 
 @short_conv_fwd.register_fake
@@ -177,4 +190,6 @@ short_conv_fwd.register_autograd(_backward, setup_context=_setup)
 def short_conv_silu_triton(x: Tensor, weight: Tensor, norm_group: int = 0) -> Tensor:
     """SiLU(causal depthwise conv): x [B, T, C], weight [C, K] -> [B, T, C] in x's dtype, differentiable in both;
     norm_group > 0: each group of that many channels L2-normalized after the SiLU (C a multiple of it)."""
+    if norm_group > MAX_GROUP:
+        raise ValueError(f"short_conv_silu_triton: norm_group {norm_group} > {MAX_GROUP}, more than a program holds")
     return short_conv_fwd(x.contiguous(), weight.float().contiguous(), norm_group)
