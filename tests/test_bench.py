@@ -68,5 +68,5 @@ def test_throughput_share_is_of_the_higher_peak_and_kernels_fall_in_their_catego
          "tflops": 360.0, "peak_gb": 13.0, "first_step_s": 3.0, "loss_first": 1.0, "loss_last": 0.9}
     assert cells(table([{**r, "matmul_peak_after": 700.0}], 800.0).splitlines()[2])[6:8] == ["45% of 800", "700"]
     assert cells(table([{**r, "matmul_peak_after": 900.0}], 800.0).splitlines()[2])[6:8] == ["40% of 900", "900"]
-    assert category("short_conv_dz_kernel") == "short convolution (Triton)"
+    assert category("short_conv_bwd_kernel") == "short convolution (Triton)"
     assert category("linear_ce_fwd_kernel") == "loss"

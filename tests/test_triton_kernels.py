@@ -268,17 +268,17 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
 
 
 def test_kernels_check_covers_the_short_convolution(capsys):
-    """`deltamup kernels check --kernel short_conv_dz_kernel`: each candidate of the convolution's backward first
+    """`deltamup kernels check --kernel short_conv_bwd_kernel`: each candidate of the convolution's backward first
     pass, at the q width of the heads (normalized per head) and the v width, against the PyTorch form in fp64."""
     from deltamup.cli import main
     from deltamup.kernels.triton import short_conv, tuning
 
-    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "short_conv_dz_kernel", "--shape", "1,40,2",
+    argv = ["kernels", "check", "--head-dims", "16x32", "--kernel", "short_conv_bwd_kernel", "--shape", "1,40,2",
             "--dtype", "fp32"]
     assert main(argv) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("16 ")]
-    assert [(r[2], r[4]) for r in rows] == [("short_conv_dz_kernel", tuning.config_text(c))
-                                            for c in short_conv.CONFIGS] * 2
+    assert [(r[2], r[4]) for r in rows] == [("short_conv_bwd_kernel", tuning.config_text(c))
+                                            for c in short_conv.BWD_CONFIGS] * 2
     assert all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
 
 
@@ -575,7 +575,7 @@ def test_every_short_conv_config_is_correct(group, taps):
     from deltamup.kernels.triton import selfcheck, short_conv, tuning
     results = selfcheck.check_short_conv(96, group, torch.bfloat16, (2, 40), device=DEVICE, taps=taps)
     assert [(r.kernel, r.config) for r in results] == [(k, tuning.config_text(c)) for k in selfcheck.CONV_PASSES
-                                                       for c in short_conv.CONFIGS]
+                                                       for c in short_conv.CONFIGS[k]]
     wrong = [r for r in results if r.off(1e-2)]
     assert not wrong, "configs off fp64: " + "; ".join(f"{r.kernel} {r.config}: {r.worst} {r.error:.2e}"
                                                        for r in wrong)
@@ -583,9 +583,14 @@ def test_every_short_conv_config_is_correct(group, taps):
     w = torch.randn(96, 4, device=DEVICE, requires_grad=True)
     with tuning.pinned("short_conv_dx_kernel", 2) as pin:
         kernels.short_conv_silu(x, w, "triton", group).float().sum().backward()
-    assert pin.launched == {"short_conv_fwd_kernel": [short_conv.CONFIGS[0]],
-                            "short_conv_dz_kernel": [short_conv.CONFIGS[0]],
-                            "short_conv_dx_kernel": [short_conv.CONFIGS[2]]}
+    assert pin.launched == {"short_conv_fwd_kernel": [short_conv.FWD_CONFIGS[0]],
+                            "short_conv_bwd_kernel": [short_conv.BWD_CONFIGS[0]],
+                            "short_conv_dx_kernel": [short_conv.FWD_CONFIGS[2]]}
+    fused = next(i for i, c in enumerate(short_conv.BWD_CONFIGS) if c["FUSE_DX"])  # dx in the first pass: no second
+    with tuning.pinned("short_conv_bwd_kernel", fused) as pin:
+        kernels.short_conv_silu(x, w, "triton", group).float().sum().backward()
+    assert pin.launched == {"short_conv_fwd_kernel": [short_conv.FWD_CONFIGS[0]],
+                            "short_conv_bwd_kernel": [short_conv.BWD_CONFIGS[fused]]}
 
 
 def test_jitted_kernels_read_only_constexpr_globals():

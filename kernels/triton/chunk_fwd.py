@@ -20,6 +20,8 @@ The sequential pass holds the state of one V block as up to four K blocks of BK 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import triton
 import triton.language as tl
@@ -297,7 +299,7 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
 
-    def output_pass(state_config: dict[str, int]) -> None:  # what a state-pass config without FUSE_O leaves to do
+    def output_pass(state_config: dict[str, int], _: Sequence) -> None:  # what a config without FUSE_O leaves to do
         if not state_config.get("FUSE_O", False):
             launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
                    (q, G, Aqk, h_all, v_new, o, Rq, scale, T, NT),

@@ -115,7 +115,7 @@ def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloa
     want = run(lambda x, w: short_conv_silu(x, w, "torch", group), torch.float64, torch.float64)
     results = []
     for name in [kernel] if kernel is not None else CONV_PASSES:
-        for i, config in enumerate(short_conv.CONFIGS):
+        for i, config in enumerate(short_conv.CONFIGS[name]):
             with tuning.pinned(name, i):
                 errors = rel_errors(run(lambda x, w: short_conv_silu(x, w, "triton", group), dtype, torch.float32),
                                     want)

@@ -6,17 +6,19 @@ l2_normalize's).
     r_t = (Σ_group y_t² + eps)^{-1/2};   backward: dy = r (dout − ŷ Σ_group ŷ·dout) with ŷ = y r (or dout),
     dz_t = dy_t · σ(z_t) (1 + z_t (1 − σ(z_t))),   dx_t = Σ_j w_j dz_{t+K−1−j},   dw_j = Σ_{b,t} dz_t x_{t−K+1+j}
 
-x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds TILE elements (a tuned constexpr): BT =
-TILE / BC rows × one channel block of BC, 64 channels, or one whole group (padded to a power of two) with the norm.
-The forward reads K shifted tiles of x (L1/L2 serve the repeats). The backward is two passes: the first computes
-dz once at its rows (z again from shifted loads of x, the norm's backward within the group) into an fp32 [B, T, C]
-buffer, and each program's dw sums over its rows into a [B · T / BT, C, K] fp32 buffer that one torch sum reduces
-(no atomics: the same dw on every run); the second reads K shifted tiles of dz for dx. Its DRAM traffic: x, dout
-and dx once, dz written and read once, the dw buffer.
+x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds one channel block of BC (64 channels, or one
+whole group padded to a power of two with the norm, at least 32) and a tuned number of rows. The forward reads K
+shifted tiles of x (L1/L2 serve the repeats). The backward's first pass computes dz at its rows (z again from
+shifted loads of x, the norm's backward within the group) and sums dw over its rows into a [programs along T · B,
+C, K] fp32 buffer that one torch sum reduces (no atomics: the same dw on every run). Then one of two forms, timed
+against each other per shape like any config: dz into an fp32 [B, T, C] buffer and a second pass for dx from K
+shifted tiles of it (DRAM traffic: x, dout and dx once, dz written and read once); or (FUSE_DX) dx in the same
+pass, the programs overlapping by K − 1 rows so that each has the later rows its dx needs, the row shift as
+products with 0/1 matrices on the tensor cores (traffic: x, dout and dx once; K − 1 rows of ROWS computed twice).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import triton
@@ -27,20 +29,30 @@ from .l2norm import EPS as L2_EPS
 from .tuning import launch, register_op
 
 BLOCK_C = 64  # channels a program holds without the norm
+# The fewest channels (and FUSE_DX's fewest rows) a program holds: FUSE_DX's products are dots, and 16-wide dots are
+# what Triton 3.6 miscompiles on Hopper elsewhere (tuning.MIN_PARALLEL_TILE)
+MIN_BLOCK_C = 32
 EPS = tl.constexpr(L2_EPS)  # the L2 norm's
-# Timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes. TILE: rows × channels a
-# program holds (BT = TILE / BC rows, so a larger tile re-reads fewer halo rows and sums dw over more rows before
-# its store); warps and tiles change no element's arithmetic, only the order of the sums over a row's channels (the
-# norm) and over a program's rows (dw). At TILE 2048, 2 warps timed fastest for all three kernels at every shape of
-# the width-1024 model on an H200 (benchmarks/short-conv.md).
-CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4, 8))
-MAX_GROUP = 2048  # the norm's group must fit one program's tile: BT ≥ 1 at the smallest TILE
+# Each kernel's candidates, timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes.
+# TILE: rows × channels a program holds (TILE / BC rows). Warps and tiles change no element's arithmetic, only the
+# order of the sums over a row's channels (the norm) and over a program's rows (dw); FUSE_DX rounds dz to tf32
+# (2^-11 relative) for the row shift, below dx's bf16 rounding. At TILE 2048, 2 warps timed fastest for all three
+# passes at the width-1024 model's shapes on an H200, 4096 rows × 256-channel heads 17% faster than 2048
+# (benchmarks/short-conv.md).
+FWD_CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4, 8))
+BWD_CONFIGS = tuple(dict(FUSE_DX=fuse, ROWS=rows, num_warps=warps)
+                    for fuse, rows in ((0, 32), (0, 16), (0, 64), (1, 32), (1, 64)) for warps in (2, 4))
+CONFIGS = {"short_conv_fwd_kernel": FWD_CONFIGS, "short_conv_bwd_kernel": BWD_CONFIGS,
+           "short_conv_dx_kernel": FWD_CONFIGS}
+MAX_GROUP = 2048  # the norm's group must fit one program's tile: a row at the smallest TILE
+MAX_TAPS = 8      # FUSE_DX's programs step by ROWS − (K − 1) rows: at least 25 at 32 rows
 
 
 @triton.jit
-def _program(C, D, BT: tl.constexpr, BC: tl.constexpr):
-    """This program's rows t [BT], channels c [BC], the channels of them that exist, and its sequence."""
-    t = tl.program_id(0) * BT + tl.arange(0, BT)
+def _program(C, D, STEP, BT: tl.constexpr, BC: tl.constexpr):
+    """This program's rows t [BT] (from its index × STEP), channels c [BC], the channels of them that exist, and its
+    sequence."""
+    t = tl.program_id(0) * STEP + tl.arange(0, BT)
     c = tl.program_id(1) * D + tl.arange(0, BC)
     return t, c, (tl.arange(0, BC) < D) & (c < C), tl.program_id(2)
 
@@ -77,7 +89,7 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexp
                           NORM: tl.constexpr):
     """Grid (T / BT, C / D, B) with BT = TILE / BC; D channels a program (BC ≥ D, a power of two)."""
     BT: tl.constexpr = TILE // BC
-    t, c, cm, i_b = _program(C, D, BT, BC)
+    t, c, cm, i_b = _program(C, D, BT, BT, BC)
     x += i_b * T * C
     out += i_b * T * C
     b_z = _z(x, w, t, c, cm, T, C, K, BT, BC)
@@ -89,23 +101,35 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexp
 
 
 @triton.jit
-def short_conv_dz_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, TILE: tl.constexpr, BC: tl.constexpr,
-                         NORM: tl.constexpr):
-    """Backward, first pass. Grid (T / BT, C / D, B) with BT = TILE / BC: dz [B, T, C] fp32 at this program's rows,
-    and dw: [B · T / BT, C, K] fp32 (at least), this program's sums over its rows."""
-    BT: tl.constexpr = TILE // BC
-    t, c, cm, i_b = _program(C, D, BT, BC)
+def short_conv_bwd_kernel(x, w, dout, dz, dx, dw, T, C, D, K: tl.constexpr, ROWS: tl.constexpr, BC: tl.constexpr,
+                          NORM: tl.constexpr, FUSE_DX: tl.constexpr):
+    """Backward. Grid (T / STEP, C / D, B): dz at ROWS rows from this program's index × STEP, dw [B · T / STEP, C, K]
+    fp32 its sums over its first STEP rows. FUSE_DX 0 (STEP = ROWS): dz [B, T, C] fp32 for short_conv_dx_kernel.
+    FUSE_DX 1 (STEP = ROWS − K + 1): dx [B, T, C] at its first STEP rows, dx_t = Σ_s w_{K−1−s} dz_{t+s} from its own
+    dz rows, each shift a product with a 0/1 [ROWS, ROWS] matrix."""
+    STEP: tl.constexpr = ROWS - FUSE_DX * (K - 1)
+    t, c, cm, i_b = _program(C, D, STEP, ROWS, BC)
     x += i_b * T * C
-    dz += i_b * T * C
     dw += ((i_b * tl.num_programs(0) + tl.program_id(0)) * C) * K
-    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, BT, BC, NORM)
+    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, ROWS, BC, NORM)
+    r = tl.arange(0, ROWS)
+    own = r < STEP
+    b_dzo = tl.where(own[:, None], b_dz, 0.0)  # the rows this program sums into dw
     for j in tl.static_range(K):
         ts = t - (K - 1) + j
         m = ((ts >= 0) & (ts < T))[:, None] & cm[None, :]
         b_x = tl.load(x + ts[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
-        tl.store(dw + c * K + j, tl.sum(b_dz * b_x, axis=0), mask=cm)
-    m = (t < T)[:, None] & cm[None, :]
-    tl.store(dz + t[:, None] * C + c[None, :], b_dz, mask=m)
+        tl.store(dw + c * K + j, tl.sum(b_dzo * b_x, axis=0), mask=cm)
+    m = (own & (t < T))[:, None] & cm[None, :]
+    if FUSE_DX:
+        b_dx = tl.zeros([ROWS, BC], dtype=tl.float32)
+        for s in tl.static_range(K):
+            shift = (r[None, :] == r[:, None] + s).to(tl.float32)  # row i takes dz's row i + s
+            b_w = tl.load(w + c * K + (K - 1 - s), mask=cm, other=0.0)
+            b_dx += tl.dot(shift, b_dz) * b_w[None, :]
+        tl.store(dx + i_b * T * C + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
+    else:
+        tl.store(dz + i_b * T * C + t[:, None] * C + c[None, :], b_dz, mask=m)
 
 
 @triton.jit
@@ -113,7 +137,7 @@ def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, TILE: tl.constexpr, B
     """Backward, second pass. Grid (T / BT, C / BC, B) with BT = TILE / BC: dx_t = Σ_s w_{K−1−s} dz_{t+s} (dz beyond
     T is 0)."""
     BT: tl.constexpr = TILE // BC
-    t, c, cm, i_b = _program(C, BC, BT, BC)
+    t, c, cm, i_b = _program(C, BC, BT, BT, BC)
     dz += i_b * T * C
     dx += i_b * T * C
     b_dx = tl.zeros([BT, BC], dtype=tl.float32)
@@ -129,7 +153,7 @@ def _tiles(x: Tensor, group: int) -> tuple[Callable[[dict[str, int]], tuple[int,
     """The grid (of a config's TILE) and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
     B, T, C = x.shape
     D = group or BLOCK_C
-    BC = triton.next_power_of_2(D)
+    BC = max(MIN_BLOCK_C, triton.next_power_of_2(D))
     return lambda meta: (triton.cdiv(T, meta["TILE"] // BC), triton.cdiv(C, D), B), dict(D=D, BC=BC, NORM=group > 0)
 
 
@@ -139,27 +163,33 @@ def short_conv_fwd(x: Tensor, w: Tensor, group: int) -> Tensor:
     `group` channels L2-normalized (0: none)."""
     grid, meta = _tiles(x, group)
     out = torch.empty_like(x)
-    launch(short_conv_fwd_kernel, grid, (x, w, out, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta), CONFIGS)
+    launch(short_conv_fwd_kernel, grid, (x, w, out, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
+           FWD_CONFIGS)
     return out
 
 
 @register_op("deltamup::short_conv_bwd", mutates_args=())
 def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tensor, Tensor]:
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
-    grid, meta = _tiles(x, group)
+    B, T, C = x.shape
+    K = w.shape[1]
+    _, meta = _tiles(x, group)
+
+    def grid(config: dict[str, int]) -> tuple[int, int, int]:
+        return triton.cdiv(T, config["ROWS"] - config["FUSE_DX"] * (K - 1)), triton.cdiv(C, meta["D"]), B
     dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
-    most = grid(dict(TILE=min(c["TILE"] for c in CONFIGS)))  # the most programs any config launches
-    dw_rows = torch.empty(most[0] * most[2], *w.shape, device=x.device, dtype=torch.float32)
+    dx = torch.empty_like(x)
+    dw_rows = torch.empty(max(grid(c)[0] for c in BWD_CONFIGS) * B, C, K, device=x.device, dtype=torch.float32)
     dw = []
 
-    def reduce_dw(config: dict[str, int]) -> None:  # the rows this config's programs wrote, summed (timed with it)
-        rows, _, batch = grid(config)
-        dw[:] = [dw_rows[:rows * batch].sum(0)]
-    launch(short_conv_dz_kernel, grid, (x, w, dout, dz, dw_rows, x.shape[1], x.shape[2]), dict(K=w.shape[1], **meta),
-           CONFIGS, then=reduce_dw)
-    dx = torch.empty_like(x)
-    grid, meta = _tiles(x, 0)
-    launch(short_conv_dx_kernel, grid, (dz, w, dx, x.shape[1], x.shape[2]), dict(K=w.shape[1], BC=meta["BC"]), CONFIGS)
+    def finish(config: dict[str, int], args: Sequence) -> None:  # what the config leaves to do (timed with it)
+        x, w, _, dz, dx, dw_rows = args[:6]
+        dw[:] = [dw_rows[:grid(config)[0] * B].sum(0)]  # the rows this config's programs wrote
+        if not config["FUSE_DX"]:
+            dx_grid, dx_meta = _tiles(x, 0)
+            launch(short_conv_dx_kernel, dx_grid, (dz, w, dx, T, C), dict(K=K, BC=dx_meta["BC"]), FWD_CONFIGS)
+    launch(short_conv_bwd_kernel, grid, (x, w, dout, dz, dx, dw_rows, T, C), dict(K=K, **meta), BWD_CONFIGS,
+           then=finish)
     return dx, dw[0]
 
 
@@ -192,4 +222,6 @@ def short_conv_silu_triton(x: Tensor, weight: Tensor, norm_group: int = 0) -> Te
     norm_group > 0: each group of that many channels L2-normalized after the SiLU (C a multiple of it)."""
     if norm_group > MAX_GROUP:
         raise ValueError(f"short_conv_silu_triton: norm_group {norm_group} > {MAX_GROUP}, more than a program holds")
+    if weight.shape[1] > MAX_TAPS:
+        raise ValueError(f"short_conv_silu_triton: kernel size {weight.shape[1]} > {MAX_TAPS}")
     return short_conv_fwd(x.contiguous(), weight.float().contiguous(), norm_group)

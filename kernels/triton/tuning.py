@@ -204,7 +204,7 @@ register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
            fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = (),
-           then: Callable[[dict[str, int]], None] | None = None) -> None:
+           then: Callable[[dict[str, int], Sequence[Any]], None] | None = None) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
     function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
@@ -215,8 +215,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     graph that Inductor's own code launches): the config chosen as above on random tensors of the traced sizes
     (the first where the sizes are symbolic).
     Candidates named in EXCLUDE_ENV or EXCLUDE_FILE_ENV's file are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the
-    times. `then(config)` runs after each launch with the config it took: the work that config leaves to another
-    pass, timed with it."""
+    times. `then(config, args)` runs after each launch with the config it took and the launch's args (random ones
+    when timing for a trace): the work that config leaves to another pass, timed with it."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     name = kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -226,7 +226,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     def run(cfg: dict[str, int]) -> None:
         traceable[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
         if then is not None:
-            then(cfg)
+            then(cfg, args)
     if _pin is not None:
         _launch_pinned(_pin, name, configs, fallbacks, run)
         return
@@ -239,7 +239,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if traced:  # fake tensors of static sizes: the choice made on random tensors of those sizes
         if key not in _chosen:
             with _disable_current_modes():
-                launch(kernel, grid, [_random_like(a) for a in args], kwargs, configs, fallbacks)
+                launch(kernel, grid, [_random_like(a) for a in args], kwargs, configs, fallbacks, then=then)
         run(_chosen[key])
         return
     if key in _chosen:
