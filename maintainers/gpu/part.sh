@@ -7,6 +7,9 @@
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
+# The study's compile cache (its sweep/ directory's: Inductor's and Triton's) comes back as $OUT/compile-cache.tgz
+# where it is under the 16 MiB a returned file may have; kept as .gpu/cache/STUDY.tgz (git-ignored) and carried
+# (carry: [..., ".gpu/cache"]), a fresh machine of the same kind starts from it instead of compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
@@ -19,6 +22,11 @@ mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
+CACHE=.gpu/cache/$STUDY.tgz  # a compile cache carried from an earlier machine
+if [ -f "$CACHE" ] && [ ! -d "$WORK/sweep/compile-cache" ]; then
+  mkdir -p "$WORK/sweep/compile-cache" && tar -C "$WORK/sweep/compile-cache" -xzf "$CACHE" \
+    && echo "compile cache from $CACHE: $(du -sh "$WORK/sweep/compile-cache" | cut -f1)"
+fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
 SNAPSHOTS=$!
@@ -28,6 +36,8 @@ PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
 for d in "$WORK"/sweep*/; do
-  bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz"
+  bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz" \
+    $([ "$(basename "$d")" = sweep ] && echo "$OUT/compile-cache.tgz")
 done
+[ -f "$OUT/compile-cache.tgz" ] && echo "compile cache kept: $(du -h "$OUT/compile-cache.tgz" | cut -f1) compressed"
 exit "$rc"
