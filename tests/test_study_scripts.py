@@ -239,3 +239,34 @@ def test_hparams_study_runs_its_best_variants_and_the_defaults_as_one_sweep(tmp_
     assert picked == ["seeds 1,2: output_mult 16, init_mult 0.5", "seeds 1,2: output_mult 4, init_mult 1",
                       "seeds 1,2: output_mult 0.25, init_mult 1", "seeds 1,2: output_mult 1, init_mult 1"]
     assert result.stdout.count("trials left") == 1 and "24 of 24 trials left" in result.stdout  # edge: none
+
+
+def test_hparams_study_goes_one_octave_past_an_edge_optimum_at_the_wide_width(tmp_path: Path) -> None:
+    """studies/gdn-hparams-8l/run.sh `transfer-edge`: a width-1024 variant whose 3-seed optimum is the highest LR
+    `transfer` ran gets the octave above it (PLAN=1: its plan, nothing run); one with its optimum inside gets none."""
+    (tmp_path / "a.txt").write_text("Gated DeltaNet and DeltaProduct share one kernel. " * 200)
+    prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "model": {"kind": "gdn", "depth": 1, "heads": 2, "base_width": 32}, "task": {"name": "corpus"},
+        "widths": [1024], "lrs": [2.0 ** e for e in (-11, -10, -9, -8)], "parametrizations": ["gdn-mup"],
+        "hparams": {"output_mult": [1, 4], "init_mult": [0.5, 1]}, "seeds": [0, 1, 2], "steps": 2, "seq_len": 16}))
+    spec = specs.load(spec_path, [f"task.path={tmp_path / 'corpus'}"])
+    out = tmp_path / "sweep"
+    out.mkdir()
+    prepare_dir(spec, out, resume=False)
+    best = {(4, 0.5): -9, (1, 1): -10}  # the 3-seed optimum of the two variants run: on the edge, inside
+    for p in spec.grid():
+        h = dict(p.hparams)
+        key = (h["output_mult"], h["init_mult"])
+        if key in best and math.log2(p.lr) <= -9:  # `transfer` ran 2^-11 … 2^-9
+            loss = 1 + abs(math.log2(p.lr) - best[key]) / 100 + p.seed / 1000
+            row = base_record(trial_config(spec, p, out, run=1)) | {"status": "ok", "val_loss": loss}
+            store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
+    result = subprocess.run(["bash", "studies/gdn-hparams-8l/run.sh", str(out), str(tmp_path / "corpus"),
+                             "transfer-edge"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1", "SPEC": str(spec_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    picked = [line for line in result.stdout.splitlines() if line.startswith("width 1024")]
+    assert picked == ["width 1024: output_mult 4, init_mult 0.5, at 2^-8 (beyond its optimum on the grid's edge)"]
+    assert result.stdout.count("trials left") == 1 and "3 of 3 trials left" in result.stdout
