@@ -36,12 +36,15 @@ EPS = tl.constexpr(L2_EPS)  # the L2 norm's
 # Each kernel's candidates, timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes.
 # TILE: rows × channels a program holds (TILE / BC rows). Warps and tiles change no element's arithmetic, only the
 # order of the sums over a row's channels (the norm) and over a program's rows (dw); FUSE_DX rounds dz to tf32
-# (2^-11 relative) for the row shift, below dx's bf16 rounding. At TILE 2048, 2 warps timed fastest for all three
-# passes at the width-1024 model's shapes on an H200, 4096 rows × 256-channel heads 17% faster than 2048
-# (benchmarks/short-conv.md).
+# (2^-11 relative) for the row shift, below dx's bf16 rounding. On an H200 a 2048-element tile at 2 warps timed fastest
+# (or within 3%) for all three passes at the width-1024 model's shapes; with 256-channel heads a 4096-element tile
+# took 17% off (benchmarks/short-conv.md).
 FWD_CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4, 8))
-BWD_CONFIGS = tuple(dict(FUSE_DX=fuse, ROWS=rows, num_warps=warps)
-                    for fuse, rows in ((0, 32), (0, 16), (0, 64), (1, 32), (1, 64)) for warps in (2, 4))
+# The backward's first pass: without FUSE_DX a TILE as above (ROWS unused), with it ROWS rows (TILE unused), so that
+# its first candidate is the forward's, whatever the channel block
+BWD_CONFIGS = (tuple(dict(FUSE_DX=0, TILE=tile, ROWS=0, num_warps=warps) for tile in (2048, 4096, 8192)
+                     for warps in (2, 4))
+               + tuple(dict(FUSE_DX=1, TILE=0, ROWS=rows, num_warps=warps) for rows in (32, 64) for warps in (2, 4)))
 CONFIGS = {"short_conv_fwd_kernel": FWD_CONFIGS, "short_conv_bwd_kernel": BWD_CONFIGS,
            "short_conv_dx_kernel": FWD_CONFIGS}
 MAX_GROUP = 2048  # the norm's group must fit one program's tile: a row at the smallest TILE
@@ -101,18 +104,19 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexp
 
 
 @triton.jit
-def short_conv_bwd_kernel(x, w, dout, dz, dx, dw, T, C, D, K: tl.constexpr, ROWS: tl.constexpr, BC: tl.constexpr,
-                          NORM: tl.constexpr, FUSE_DX: tl.constexpr):
-    """Backward. Grid (T / STEP, C / D, B): dz at ROWS rows from this program's index × STEP, dw [B · T / STEP, C, K]
-    fp32 its sums over its first STEP rows. FUSE_DX 0 (STEP = ROWS): dz [B, T, C] fp32 for short_conv_dx_kernel.
-    FUSE_DX 1 (STEP = ROWS − K + 1): dx [B, T, C] at its first STEP rows, dx_t = Σ_s w_{K−1−s} dz_{t+s} from its own
-    dz rows, each shift a product with a 0/1 [ROWS, ROWS] matrix."""
-    STEP: tl.constexpr = ROWS - FUSE_DX * (K - 1)
-    t, c, cm, i_b = _program(C, D, STEP, ROWS, BC)
+def short_conv_bwd_kernel(x, w, dout, dz, dx, dw, T, C, D, K: tl.constexpr, TILE: tl.constexpr, ROWS: tl.constexpr,
+                          BC: tl.constexpr, NORM: tl.constexpr, FUSE_DX: tl.constexpr):
+    """Backward. Grid (T / STEP, C / D, B): dz at BT rows from this program's index × STEP, dw [B · T / STEP, C, K]
+    fp32 its sums over its first STEP rows. FUSE_DX 0 (BT = STEP = TILE / BC): dz [B, T, C] fp32 for
+    short_conv_dx_kernel. FUSE_DX 1 (BT = ROWS, STEP = ROWS − K + 1): dx [B, T, C] at its first STEP rows,
+    dx_t = Σ_s w_{K−1−s} dz_{t+s} from its own dz rows, each shift a product with a 0/1 [ROWS, ROWS] matrix."""
+    BT: tl.constexpr = FUSE_DX * ROWS + (1 - FUSE_DX) * (TILE // BC)
+    STEP: tl.constexpr = BT - FUSE_DX * (K - 1)
+    t, c, cm, i_b = _program(C, D, STEP, BT, BC)
     x += i_b * T * C
     dw += ((i_b * tl.num_programs(0) + tl.program_id(0)) * C) * K
-    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, ROWS, BC, NORM)
-    r = tl.arange(0, ROWS)
+    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, BT, BC, NORM)
+    r = tl.arange(0, BT)
     own = r < STEP
     b_dzo = tl.where(own[:, None], b_dz, 0.0)  # the rows this program sums into dw
     for j in tl.static_range(K):
@@ -122,7 +126,7 @@ def short_conv_bwd_kernel(x, w, dout, dz, dx, dw, T, C, D, K: tl.constexpr, ROWS
         tl.store(dw + c * K + j, tl.sum(b_dzo * b_x, axis=0), mask=cm)
     m = (own & (t < T))[:, None] & cm[None, :]
     if FUSE_DX:
-        b_dx = tl.zeros([ROWS, BC], dtype=tl.float32)
+        b_dx = tl.zeros([BT, BC], dtype=tl.float32)
         for s in tl.static_range(K):
             shift = (r[None, :] == r[:, None] + s).to(tl.float32)  # row i takes dz's row i + s
             b_w = tl.load(w + c * K + (K - 1 - s), mask=cm, other=0.0)
@@ -176,7 +180,8 @@ def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tens
     _, meta = _tiles(x, group)
 
     def grid(config: dict[str, int]) -> tuple[int, int, int]:
-        return triton.cdiv(T, config["ROWS"] - config["FUSE_DX"] * (K - 1)), triton.cdiv(C, meta["D"]), B
+        step = config["ROWS"] - (K - 1) if config["FUSE_DX"] else config["TILE"] // meta["BC"]
+        return triton.cdiv(T, step), triton.cdiv(C, meta["D"]), B
     dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
     dx = torch.empty_like(x)
     dw_rows = torch.empty(max(grid(c)[0] for c in BWD_CONFIGS) * B, C, K, device=x.device, dtype=torch.float32)
