@@ -20,7 +20,7 @@ step as training runs (deltamup's train() syncs with the host once per log inter
 one sync at the end, wall time / steps; the same with a sync after every step (median), whose difference is the
 host's launch latency a sync exposes; tokens/s and model TFLOP/s (6 · params · tokens) from the former, and its
 share of the measured peak; peak memory; seconds to the first step (compilation, autotuning); the loss at the first
-and last back-to-back step. --profile adds
+and last back-to-back step; the config each Triton pass of ours took (`kernel_configs`, tuning.chosen()). --profile adds
 the CUDA time per kernel of each variant, the same summed by category (matmul, delta rule, loss, short convolution,
 optimizer, elementwise and norms, other), and the GPU's busy fraction (kernel time / step time; the rest is the GPU
 waiting for the host).
@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from deltamup.kernels.triton import tuning
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import build_model
 from deltamup.scaling.train import TrainConfig, loss_function, make_optimizer
@@ -168,6 +169,7 @@ def update(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor) -> 
 
 def measure(name: str, args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
+    tuning.forget()  # this variant's launches choose their configs afresh and the row names them
     model, step = fla(args) if name == "fla" else ours(args, name)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -195,7 +197,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
            "tflops": 6 * params * n_tokens / ms * 1e-9,
            "ms_per_step_synced": 1e3 * statistics.median(synced[args.warmup:]),
            "peak_gb": torch.cuda.max_memory_allocated() / 2**30, "first_step_s": first, "loss_first": losses[0],
-           "loss_last": losses[-1]}
+           "loss_last": losses[-1], "kernel_configs": tuning.chosen()}
     if args.profile:
         row["profile"], row["categories"] = profile(step, tokens[-1])
         row["gpu_busy"] = sum(ms for _, ms in row["profile"]) / row["ms_per_step"]

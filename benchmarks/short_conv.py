@@ -8,7 +8,8 @@ At the models' q/k and v convolutions at widths 256, 1024 and 2048 (0.75·d chan
 0.125·d for q and k, 1.5·d for v), batch 16 × 1024 tokens, x bf16 and the weight fp32 as under autocast:
 - GPU time, the headline: the CUDA kernels of one call summed (torch.profiler), forward and forward + backward;
 - wall time beside it (triton.testing.do_bench median), which includes host time;
-- each form's error against the fp64 reference (‖x − ref‖/‖ref‖ of y, dx, dw).
+- each form's error against the fp64 reference (‖x − ref‖/‖ref‖ of y, dx, dw);
+- the config each Triton pass took at the shape (the rows' "triton configs": which backward form won).
 Prints a Markdown table; --out also writes the rows as JSON. The whole model with each form:
 benchmarks/model_throughput.py --variants ours-compile ours-compile+triton-conv.
 """
@@ -25,6 +26,7 @@ if not __package__:  # run as a file: the repository root that holds benchmarks/
 from benchmarks.kernels import ab_table, keep_row, timings  # noqa: E402
 from deltamup.kernels import short_conv_silu  # noqa: E402
 from deltamup.kernels.check import rel_errors  # noqa: E402
+from deltamup.kernels.triton import tuning  # noqa: E402
 
 SHAPES = ((192, 32), (384, 0), (768, 128), (1536, 0), (1536, 256), (3072, 0))  # (channels, norm group): q/k, v
 
@@ -50,8 +52,10 @@ def measure(C: int, group: int, B: int, T: int, K: int) -> dict[str, object]:
     forms = {"compiled": torch.compile(lambda x, w: short_conv_silu(x, w, "torch", group), dynamic=False),
              "triton": lambda x, w: short_conv_silu(x, w, "triton", group)}
     row: dict[str, object] = {"B": B, "T": T, "C": C, "group": group, "K": K}
+    tuning.forget()  # the configs this shape's launches take, and no other's
     for name, fn in forms.items():
         row[name] = {**timings(fn, [x, w]), "errors": errors(fn, x, w, dy, group)}
+    row["triton configs"] = tuning.chosen()
     return row
 
 

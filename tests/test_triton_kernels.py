@@ -564,6 +564,10 @@ def test_launch_configs_name_each_pass_and_its_config():
     assert {"chunk_kkt_solve_fwd_kernel", "chunk_state_fwd_kernel", "chunk_wy_bwd_kernel"} <= {
         e.split(" ")[0] for e in entries}
     assert {f"{key[0]} {tuning.config_text(cfg)}" for key, cfg in tuning._chosen.items()} == set(entries)
+    tuning.forget()  # a benchmark's next variant: its launches choose afresh and name only what they took
+    assert tuning.chosen() == ""
+    run(chunk_gated_delta_rule_triton, x, torch.float32, False, False)
+    assert set(tuning.chosen().split("; ")) == set(entries)
 
 
 @pytest.mark.parametrize("group, taps", [(0, 4), (32, 3)])

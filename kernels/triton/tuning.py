@@ -341,6 +341,12 @@ def chosen() -> str:
     return "; ".join(sorted({f"{key[0]} {config_text(cfg)}" for key, cfg in _chosen.items()}))
 
 
+def forget() -> None:
+    """Drop every config chosen so far: the next launches time their candidates again, and `chosen()` then names
+    only what they took (a benchmark's variants each reporting their own)."""
+    _chosen.clear()
+
+
 def config_text(cfg: dict[str, int]) -> str:
     """A config as the autotuner's log prints it, e.g. "BV=64,warps=4,stages=2"."""
     return ",".join(f"{k.replace('num_', '')}={v}" for k, v in cfg.items())
