@@ -167,12 +167,15 @@ def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> N
     """GDN-µP's √d and its eps/d form are one model, so o's distance to the effective floor is the same in both;
     without either, the floor is d times higher."""
     names = ("gdn-mup", "gdn-mup-normeps", "gdn-mup-nosqrtd")
-    checks = [subprocess.Popen([sys.executable, "-m", "deltamup", "coord-check", "-p", p, "--optimizer", "sgd",
-                                "--widths", "64,128", "--depth", "1", "--steps", "2", "--lr", "0.01", "--every", "1",
-                                "--device", "cpu", "--out", str(tmp_path / p)], stdout=subprocess.DEVNULL,
-                               stderr=(tmp_path / f"{p}.err").open("w"), cwd=tmp_path) for p in names]  # side by side
-    for p, check in zip(names, checks):
-        assert check.wait(timeout=600) == 0, (tmp_path / f"{p}.err").read_text()[-2000:]
+    logs = {p: (tmp_path / f"{p}.err").open("w") for p in names}
+    checks = {p: subprocess.Popen([sys.executable, "-m", "deltamup", "coord-check", "-p", p, "--optimizer", "sgd",
+                                   "--widths", "64,128", "--depth", "1", "--steps", "2", "--lr", "0.01", "--every",
+                                   "1", "--device", "cpu", "--out", str(tmp_path / p)], stdout=subprocess.DEVNULL,
+                                  stderr=logs[p], cwd=tmp_path) for p in names}  # side by side
+    for p, check in checks.items():
+        check.wait(timeout=600)
+        logs[p].close()
+        assert check.returncode == 0, (tmp_path / f"{p}.err").read_text()[-2000:]
     lines = {p: norm_floor_lines(tmp_path / p) for p in names}
     ratio = "block0 mean(o²)/eps_eff at t = 0"
     assert lines["gdn-mup"][ratio] == pytest.approx(lines["gdn-mup-normeps"][ratio], rel=1e-3)

@@ -520,6 +520,8 @@ def test_short_conv_op_registration():
     wide = torch.randn(1, 2, 4096, device=DEVICE, dtype=torch.bfloat16)  # a group wider than a program's tile
     with pytest.raises(ValueError, match="norm_group 4096"):
         kernels.short_conv_silu(wide, torch.randn(4096, 4, device=DEVICE), backend="triton", norm_group=4096)
+    with pytest.raises(ValueError, match="kernel size 9"):  # more taps than FUSE_DX's overlap allows for
+        kernels.short_conv_silu(x, torch.randn(24, 9, device=DEVICE), backend="triton")
 
 
 def test_model_with_triton_short_convs_matches_the_torch_form():

@@ -1,5 +1,5 @@
 """The short causal depthwise convolution with its SiLU, and optionally the L2 norm of each group of channels after
-it (q's and k's heads): one pass forward, two backward (kernels.reference.short_conv_silu's math, then
+it (q's and k's heads): one pass forward, one or two backward (kernels.reference.short_conv_silu's math, then
 l2_normalize's).
 
     z_t = Σ_j w_j x_{t−K+1+j}  (x_{<0} = 0; fp32),   y_t = SiLU(z_t),   out_t = y_t or y_t · r_t per group,
@@ -177,18 +177,19 @@ def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tens
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
     B, T, C = x.shape
     K = w.shape[1]
-    _, meta = _tiles(x, group)
+    tile_grid, meta = _tiles(x, group)
 
-    def grid(config: dict[str, int]) -> tuple[int, int, int]:
-        step = config["ROWS"] - (K - 1) if config["FUSE_DX"] else config["TILE"] // meta["BC"]
-        return triton.cdiv(T, step), triton.cdiv(C, meta["D"]), B
+    def grid(config: dict[str, int]) -> tuple[int, int, int]:  # FUSE_DX: programs ROWS − (K − 1) rows apart
+        if not config["FUSE_DX"]:
+            return tile_grid(config)
+        return triton.cdiv(T, config["ROWS"] - (K - 1)), triton.cdiv(C, meta["D"]), B
     dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
     dx = torch.empty_like(x)
     dw_rows = torch.empty(max(grid(c)[0] for c in BWD_CONFIGS) * B, C, K, device=x.device, dtype=torch.float32)
     dw = []
 
     def finish(config: dict[str, int], args: Sequence) -> None:  # what the config leaves to do (timed with it)
-        x, w, _, dz, dx, dw_rows = args[:6]
+        x, w, _, dz, dx, dw_rows = args[:6]  # the launch's: random ones when it times for a trace
         dw[:] = [dw_rows[:grid(config)[0] * B].sum(0)]  # the rows this config's programs wrote
         if not config["FUSE_DX"]:
             dx_grid, dx_meta = _tiles(x, 0)
