@@ -7,14 +7,13 @@ l2_normalize's).
     dz_t = dy_t · σ(z_t) (1 + z_t (1 − σ(z_t))),   dx_t = Σ_j w_j dz_{t+K−1−j},   dw_j = Σ_{b,t} dz_t x_{t−K+1+j}
 
 x, out [B, T, C] (channels contiguous), w [C, K] fp32. A program holds one channel block of BC (64 channels, or one
-whole group padded to a power of two with the norm, at least 32) and a tuned number of rows. The forward reads K
+whole group padded to a power of two with the norm) and a tuned number of rows. The forward reads K
 shifted tiles of x (L1/L2 serve the repeats). The backward's first pass computes dz at its rows (z again from
 shifted loads of x, the norm's backward within the group) and sums dw over its rows into a [programs along T · B,
-C, K] fp32 buffer that one torch sum reduces (no atomics: the same dw on every run). Then one of two forms, timed
-against each other per shape like any config: dz into an fp32 [B, T, C] buffer and a second pass for dx from K
-shifted tiles of it (DRAM traffic: x, dout and dx once, dz written and read once); or (FUSE_DX) dx in the same
-pass, the programs overlapping by K − 1 rows so that each has the later rows its dx needs, the row shift as
-products with 0/1 matrices on the tensor cores (traffic: x, dout and dx once; K − 1 rows of ROWS computed twice).
+C, K] fp32 buffer that one torch sum reduces (no atomics: the same dw on every run), and writes dz to an fp32
+[B, T, C] buffer; the second pass forms dx from K shifted tiles of it (DRAM traffic: x, dout and dx once, dz written
+and read once). A form with dx in the first pass (programs overlapping by K − 1 rows, the row shifts as 0/1 matrix
+products) was timed against this one on an H200 and lost at every shape (benchmarks/short-conv.md).
 """
 from __future__ import annotations
 
@@ -29,33 +28,25 @@ from .l2norm import EPS as L2_EPS
 from .tuning import launch, register_op
 
 BLOCK_C = 64  # channels a program holds without the norm
-# The fewest channels (and FUSE_DX's fewest rows) a program holds: FUSE_DX's products are dots, and 16-wide dots are
-# what Triton 3.6 miscompiles on Hopper elsewhere (tuning.MIN_PARALLEL_TILE)
-MIN_BLOCK_C = 32
 EPS = tl.constexpr(L2_EPS)  # the L2 norm's
 # Each kernel's candidates, timed on a GPU per shape by tuning.launch, the first on a CPU or at symbolic sizes.
 # TILE: rows × channels a program holds (TILE / BC rows). Warps and tiles change no element's arithmetic, only the
-# order of the sums over a row's channels (the norm) and over a program's rows (dw); FUSE_DX rounds dz to tf32
-# (2^-11 relative) for the row shift, below dx's bf16 rounding. On an H200 a 2048-element tile at 2 warps timed fastest
-# (or within 3%) for all three passes at the width-1024 model's shapes; with 256-channel heads a 4096-element tile
-# took 17% off (benchmarks/short-conv.md).
+# order of the sums over a row's channels (the norm) and over a program's rows (dw). On an H200 a 2048-element tile
+# at 2 warps timed fastest (or within 3%) for all three passes at the width-1024 model's shapes; with 256-channel
+# heads a 4096-element tile took 17% off (benchmarks/short-conv.md).
 FWD_CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4, 8))
-# The backward's first pass: without FUSE_DX a TILE as above (ROWS unused), with it ROWS rows (TILE unused), so that
-# its first candidate is the forward's, whatever the channel block
-BWD_CONFIGS = (tuple(dict(FUSE_DX=0, TILE=tile, ROWS=0, num_warps=warps) for tile in (2048, 4096, 8192)
-                     for warps in (2, 4))
-               + tuple(dict(FUSE_DX=1, TILE=0, ROWS=rows, num_warps=warps) for rows in (32, 64) for warps in (2, 4)))
+# The backward's first pass: the forward's tiles (and grid), at 2 or 4 warps
+BWD_CONFIGS = tuple(dict(TILE=tile, num_warps=warps) for tile in (2048, 4096, 8192) for warps in (2, 4))
 CONFIGS = {"short_conv_fwd_kernel": FWD_CONFIGS, "short_conv_bwd_kernel": BWD_CONFIGS,
            "short_conv_dx_kernel": FWD_CONFIGS}
 MAX_GROUP = 2048  # the norm's group must fit one program's tile: a row at the smallest TILE
-MAX_TAPS = 8      # FUSE_DX's programs step by ROWS − (K − 1) rows: at least 25 at 32 rows
 
 
 @triton.jit
-def _program(C, D, STEP, BT: tl.constexpr, BC: tl.constexpr):
-    """This program's rows t [BT] (from its index × STEP), channels c [BC], the channels of them that exist, and its
+def _program(C, D, BT: tl.constexpr, BC: tl.constexpr):
+    """This program's rows t [BT], channels c [BC] (D of them its own), the channels of them that exist, and its
     sequence."""
-    t = tl.program_id(0) * STEP + tl.arange(0, BT)
+    t = tl.program_id(0) * BT + tl.arange(0, BT)
     c = tl.program_id(1) * D + tl.arange(0, BC)
     return t, c, (tl.arange(0, BC) < D) & (c < C), tl.program_id(2)
 
@@ -92,7 +83,7 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexp
                           NORM: tl.constexpr):
     """Grid (T / BT, C / D, B) with BT = TILE / BC; D channels a program (BC ≥ D, a power of two)."""
     BT: tl.constexpr = TILE // BC
-    t, c, cm, i_b = _program(C, D, BT, BT, BC)
+    t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
     out += i_b * T * C
     b_z = _z(x, w, t, c, cm, T, C, K, BT, BC)
@@ -104,36 +95,22 @@ def short_conv_fwd_kernel(x, w, out, T, C, D, K: tl.constexpr, TILE: tl.constexp
 
 
 @triton.jit
-def short_conv_bwd_kernel(x, w, dout, dz, dx, dw, T, C, D, K: tl.constexpr, TILE: tl.constexpr, ROWS: tl.constexpr,
-                          BC: tl.constexpr, NORM: tl.constexpr, FUSE_DX: tl.constexpr):
-    """Backward. Grid (T / STEP, C / D, B): dz at BT rows from this program's index × STEP, dw [B · T / STEP, C, K]
-    fp32 its sums over its first STEP rows. FUSE_DX 0 (BT = STEP = TILE / BC): dz [B, T, C] fp32 for
-    short_conv_dx_kernel. FUSE_DX 1 (BT = ROWS, STEP = ROWS − K + 1): dx [B, T, C] at its first STEP rows,
-    dx_t = Σ_s w_{K−1−s} dz_{t+s} from its own dz rows, each shift a product with a 0/1 [ROWS, ROWS] matrix."""
-    BT: tl.constexpr = FUSE_DX * ROWS + (1 - FUSE_DX) * (TILE // BC)
-    STEP: tl.constexpr = BT - FUSE_DX * (K - 1)
-    t, c, cm, i_b = _program(C, D, STEP, BT, BC)
+def short_conv_bwd_kernel(x, w, dout, dz, dw, T, C, D, K: tl.constexpr, TILE: tl.constexpr, BC: tl.constexpr,
+                          NORM: tl.constexpr):
+    """Backward, first pass. Grid (T / BT, C / D, B) with BT = TILE / BC: dz [B, T, C] fp32 at this program's rows,
+    dw [B · T / BT, C, K] fp32 their sums."""
+    BT: tl.constexpr = TILE // BC
+    t, c, cm, i_b = _program(C, D, BT, BC)
     x += i_b * T * C
     dw += ((i_b * tl.num_programs(0) + tl.program_id(0)) * C) * K
-    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, BT, BC, NORM)
-    r = tl.arange(0, BT)
-    own = r < STEP
-    b_dzo = tl.where(own[:, None], b_dz, 0.0)  # the rows this program sums into dw
+    b_dz = _dz(x, w, dout + i_b * T * C, t, c, cm, T, C, K, BT, BC, NORM)  # 0 at rows ≥ T
     for j in tl.static_range(K):
         ts = t - (K - 1) + j
         m = ((ts >= 0) & (ts < T))[:, None] & cm[None, :]
         b_x = tl.load(x + ts[:, None] * C + c[None, :], mask=m, other=0.0).to(tl.float32)
-        tl.store(dw + c * K + j, tl.sum(b_dzo * b_x, axis=0), mask=cm)
-    m = (own & (t < T))[:, None] & cm[None, :]
-    if FUSE_DX:
-        b_dx = tl.zeros([BT, BC], dtype=tl.float32)
-        for s in tl.static_range(K):
-            shift = (r[None, :] == r[:, None] + s).to(tl.float32)  # row i takes dz's row i + s
-            b_w = tl.load(w + c * K + (K - 1 - s), mask=cm, other=0.0)
-            b_dx += tl.dot(shift, b_dz) * b_w[None, :]
-        tl.store(dx + i_b * T * C + t[:, None] * C + c[None, :], b_dx.to(dx.dtype.element_ty), mask=m)
-    else:
-        tl.store(dz + i_b * T * C + t[:, None] * C + c[None, :], b_dz, mask=m)
+        tl.store(dw + c * K + j, tl.sum(b_dz * b_x, axis=0), mask=cm)
+    m = (t < T)[:, None] & cm[None, :]
+    tl.store(dz + i_b * T * C + t[:, None] * C + c[None, :], b_dz, mask=m)
 
 
 @triton.jit
@@ -141,7 +118,7 @@ def short_conv_dx_kernel(dz, w, dx, T, C, K: tl.constexpr, TILE: tl.constexpr, B
     """Backward, second pass. Grid (T / BT, C / BC, B) with BT = TILE / BC: dx_t = Σ_s w_{K−1−s} dz_{t+s} (dz beyond
     T is 0)."""
     BT: tl.constexpr = TILE // BC
-    t, c, cm, i_b = _program(C, BC, BT, BT, BC)
+    t, c, cm, i_b = _program(C, BC, BT, BC)
     dz += i_b * T * C
     dx += i_b * T * C
     b_dx = tl.zeros([BT, BC], dtype=tl.float32)
@@ -157,7 +134,7 @@ def _tiles(x: Tensor, group: int) -> tuple[Callable[[dict[str, int]], tuple[int,
     """The grid (of a config's TILE) and the constexprs/sizes for x [B, T, C] and a norm group (0: none)."""
     B, T, C = x.shape
     D = group or BLOCK_C
-    BC = max(MIN_BLOCK_C, triton.next_power_of_2(D))
+    BC = triton.next_power_of_2(D)
     return lambda meta: (triton.cdiv(T, meta["TILE"] // BC), triton.cdiv(C, D), B), dict(D=D, BC=BC, NORM=group > 0)
 
 
@@ -177,24 +154,18 @@ def short_conv_bwd(x: Tensor, w: Tensor, dout: Tensor, group: int) -> tuple[Tens
     """dx [B, T, C] (x's dtype) and dw [C, K] (fp32) from x, w and dout (contiguous)."""
     B, T, C = x.shape
     K = w.shape[1]
-    tile_grid, meta = _tiles(x, group)
-
-    def grid(config: dict[str, int]) -> tuple[int, int, int]:  # FUSE_DX: programs ROWS − (K − 1) rows apart
-        if not config["FUSE_DX"]:
-            return tile_grid(config)
-        return triton.cdiv(T, config["ROWS"] - (K - 1)), triton.cdiv(C, meta["D"]), B
+    grid, meta = _tiles(x, group)
     dz = torch.empty(x.shape, device=x.device, dtype=torch.float32)
     dx = torch.empty_like(x)
     dw_rows = torch.empty(max(grid(c)[0] for c in BWD_CONFIGS) * B, C, K, device=x.device, dtype=torch.float32)
     dw = []
 
     def finish(config: dict[str, int], args: Sequence) -> None:  # what the config leaves to do (timed with it)
-        x, w, _, dz, dx, dw_rows = args[:6]  # the launch's: random ones when it times for a trace
+        x, w, _, dz, dw_rows = args[:5]  # the launch's: random ones when it times for a trace
         dw[:] = [dw_rows[:grid(config)[0] * B].sum(0)]  # the rows this config's programs wrote
-        if not config["FUSE_DX"]:
-            dx_grid, dx_meta = _tiles(x, 0)
-            launch(short_conv_dx_kernel, dx_grid, (dz, w, dx, T, C), dict(K=K, BC=dx_meta["BC"]), FWD_CONFIGS)
-    launch(short_conv_bwd_kernel, grid, (x, w, dout, dz, dx, dw_rows, T, C), dict(K=K, **meta), BWD_CONFIGS,
+        dx_grid, dx_meta = _tiles(x, 0)
+        launch(short_conv_dx_kernel, dx_grid, (dz, w, dx, T, C), dict(K=K, BC=dx_meta["BC"]), FWD_CONFIGS)
+    launch(short_conv_bwd_kernel, grid, (x, w, dout, dz, dw_rows, T, C), dict(K=K, **meta), BWD_CONFIGS,
            then=finish)
     return dx, dw[0]
 
@@ -228,6 +199,4 @@ def short_conv_silu_triton(x: Tensor, weight: Tensor, norm_group: int = 0) -> Te
     norm_group > 0: each group of that many channels L2-normalized after the SiLU (C a multiple of it)."""
     if norm_group > MAX_GROUP:
         raise ValueError(f"short_conv_silu_triton: norm_group {norm_group} > {MAX_GROUP}, more than a program holds")
-    if weight.shape[1] > MAX_TAPS:
-        raise ValueError(f"short_conv_silu_triton: kernel size {weight.shape[1]} > {MAX_TAPS}")
     return short_conv_fwd(x.contiguous(), weight.float().contiguous(), norm_group)
