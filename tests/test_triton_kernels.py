@@ -351,6 +351,30 @@ def test_half_precision_path(K, V):
     assert_close(got, want, 5e-3)
 
 
+@pytest.mark.parametrize("nh", [1, 2])
+def test_dot_operands_stored_in_their_dtype_lose_nothing(nh, monkeypatch):
+    """The tensors only dots read (T, Aqk, the v_new gradient, dw) stored in the dots' operand dtype give the same
+    outputs and gradients, bit for bit, as fp32 buffers would: stored rounded as each dot rounds its operands.
+    fp16 on a CPU (the interpreter mis-computes bf16 dots), bf16 on a GPU; DeltaProduct_2 as well."""
+    from deltamup.kernels.triton import chunk_bwd, chunk_fwd, function, tuning
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float16
+    x = make_inputs(1, 70 * nh, 2, 64, 64, "random", seed=6)
+    x["q"], x["g"] = x["q"][:, :70], x["g"][:, :70]  # a row per token; k, v, β per micro-row
+    rule = delta_product("triton", nh)
+    stored = run(rule, x, dtype, True, True)
+    asked = []
+
+    def fp32(dt: torch.dtype, K: int, V: int) -> torch.dtype:
+        asked.append(tuning.dot_operand_dtype(dt, K, V))
+        return torch.float32
+    for module in (chunk_fwd, chunk_bwd, function):
+        monkeypatch.setattr(module, "dot_operand_dtype", fp32)
+    wide = run(rule, x, dtype, True, True)
+    assert asked and set(asked) == {dtype}  # the half path: these buffers are in the inputs' dtype
+    assert stored.keys() == wide.keys()
+    assert [n for n in stored if not torch.equal(stored[n], wide[n])] == []
+
+
 def test_narrow_heads_run_the_one_validated_form():
     """A tile under 64 wide (K or V ≤ 32) takes fp32 operands and the first config only: on the H200 half operands
     there crashed (K = 32) or gave rel. errors ≈ 1 (K = 64, V = 32; K = 128, V = 32), and 4 warps crashed (K = 16)."""

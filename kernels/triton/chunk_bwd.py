@@ -18,7 +18,17 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .tuning import OUT_CONFIGS, PAR_CONFIGS, candidates, launch, parallel_tiles, precision, state_blocks, state_configs
+from .tuning import (
+    OUT_CONFIGS,
+    PAR_CONFIGS,
+    candidates,
+    dot_operand_dtype,
+    launch,
+    parallel_tiles,
+    precision,
+    state_blocks,
+    state_configs,
+)
 from .utils import (
     CHUNK,
     add_trans_states,
@@ -55,14 +65,14 @@ def chunk_dv_local_bwd_kernel(
 
 @triton.jit
 def chunk_state_bwd_kernel(
-    q, k, w, G, do, dht, dh_all, dv_new, dh0,
+    q, k, w, G, do, dht, dh_all, dv_local, dv_new, dh0,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
     USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
     """Grid (V / BV, B·H); the state gradient [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
-    backwards; writes dh' of each chunk (dh_all [B,H,NT,K,V], k's dtype), adds e^{G_C − G} ⊙ (K dh') to dv_new
-    (which holds Aqkᵀ do) and writes the initial-state gradient."""
+    backwards; writes dh' of each chunk (dh_all [B,H,NT,K,V], k's dtype), dv_new = dv_local (Aqkᵀ do, fp32) +
+    e^{G_C − G} ⊙ (K dh') (in its buffer's dtype) and the initial-state gradient."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -76,8 +86,8 @@ def chunk_state_bwd_kernel(
         store_states(dh_all + (i_bh * NT + i_t) * K * V, b_dh1, b_dh2, b_dh3, b_dh4, rv, K, V, BK, NKB)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
         b_kdh = dot_rows_states(k + tok * K, t0, T, H, K, b_dh1, b_dh2, b_dh3, b_dh4, C, BK, NKB, PREC)
-        b_dv = tl.load(dv_new + tok * V + p, mask=m, other=0.0) + b_kdh * tl.exp(b_gl - b_G)[:, None]
-        tl.store(dv_new + tok * V + p, b_dv, mask=m)
+        b_dv = tl.load(dv_local + tok * V + p, mask=m, other=0.0) + b_kdh * tl.exp(b_gl - b_G)[:, None]
+        tl.store(dv_new + tok * V + p, b_dv.to(dv_new.dtype.element_ty), mask=m)
         p_do, m_do = tile(t0, T, H, V, i_v * BV, C, BV, NH, NH - 1)
         b_dos = tl.load(do + tq * V + p_do, mask=m_do, other=0.0).to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
         b_dh1, b_dh2, b_dh3, b_dh4 = add_trans_states(b_dh1, b_dh2, b_dh3, b_dh4, tl.exp(b_gl), q + tq * K, t0, T,
@@ -94,8 +104,9 @@ def chunk_dqk_bwd_kernel(
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
 ):
-    """Grid (NT, B·H, K / BK). Gradients through the output and state terms: dq (final), dk and dw [B,T,H,K]
-    (fp32, partial dk), and this K block's share of dG ([NK,B,T,H] fp32, the G_C term included)."""
+    """Grid (NT, B·H, K / BK). Gradients through the output and state terms: dq (final), dk [B,T,H,K] (fp32,
+    partial), dw [B,T,H,K] (in its buffer's dtype) and this K block's share of dG ([NK,B,T,H] fp32, the G_C term
+    included)."""
     i_t, i_bh, i_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -139,7 +150,7 @@ def chunk_dqk_bwd_kernel(
     b_dG = tl.where(rows == tl.minimum(t0 + C, T) - 1, b_dG + b_dgl, b_dG)
     tl.store(dq + tq * K + p_q, b_dq.to(dq.dtype.element_ty), mask=m_q)
     tl.store(dk + tok * K + p_k, b_dk, mask=m_k)
-    tl.store(dw + tok * K + p_k, b_dw, mask=m_k)
+    tl.store(dw + tok * K + p_k, b_dw.to(dw.dtype.element_ty), mask=m_k)
     tl.store(dG + i_k * T * H * (tl.num_programs(1) // H) + tok + rows * H, b_dG, mask=rows < T)
 
 
@@ -223,24 +234,26 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     prec = precision(q.dtype, K, V)
     G, Tinv, Aqk, w, h_all, v_new = (saved[n] for n in ("G", "Tinv", "Aqk", "w", "h_all", "v_new"))
 
-    dv_new = torch.empty(B, T, H, V, **f32)
+    # dv_new and dw only ever enter dots: stored in the dots' operand dtype, they lose nothing (dot_operand_dtype)
+    operand = dot_operand_dtype(q.dtype, K, V)
+    dv_local = torch.empty(B, T, H, V, **f32)
     BKp, BVp = parallel_tiles(K, V)
-    launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_new, T),
+    launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_local, T),
            dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K, V))
     dh_all = torch.empty_like(h_all)
-    dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_new
+    dv_new = torch.empty(B, T, H, V, dtype=operand, device=q.device)
+    dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_local
     BK, NKB = state_blocks(K)
     launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
-           (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_new, dh0, scale, T, NT),
+           (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_local, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,
-                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), *state_configs(K, BK, V, B * H),
-           restore=(dv_new,))
+                STORE_DH0=initial_state is not None, PREC=prec, NH=nh), *state_configs(K, BK, V, B * H))
 
     BK, BV = BKp, BVp
     NK = triton.cdiv(K, BK)
     dq = torch.empty_like(q)
     dk_part = torch.empty(B, T, H, K, **f32)
-    dw = torch.empty(B, T, H, K, **f32)
+    dw = torch.empty(B, T, H, K, dtype=operand, device=q.device)
     dG = torch.empty(NK, B, T, H, **f32)
     launch(chunk_dqk_bwd_kernel, (NT, B * H, NK),
            (q, k, G, h_all, dh_all, v_new, dv_new, do, dq, dk_part, dw, dG, scale, T, NT),

@@ -34,7 +34,7 @@ from .tuning import (
     PAR_CONFIGS,
     SOLVE_CONFIGS,
     candidates,
-    chunk_matrix_dtype,
+    dot_operand_dtype,
     fused_output_configs,
     launch,
     parallel_tiles,
@@ -251,7 +251,7 @@ def chunk_o_fwd_kernel(
 def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1,
                   norm: bool = False) -> dict[str, Tensor]:
     """The per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
-    (chunk_matrix_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes; with norm (q, k not yet normalised),
+    (dot_operand_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes; with norm (q, k not yet normalised),
     also Rq and Rk [B,T,H] fp32, their rows' 1/‖·‖ (see the module's docstring)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
@@ -259,7 +259,7 @@ def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tenso
     NT = triton.cdiv(T, C)
     prec = precision(q.dtype, K, V)
     G = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-    Tinv = torch.empty(B, T, H, C, dtype=chunk_matrix_dtype(q.dtype, K, V), device=q.device)
+    Tinv = torch.empty(B, T, H, C, dtype=dot_operand_dtype(q.dtype, K, V), device=q.device)
     Aqk = torch.empty_like(Tinv)
     w = torch.empty_like(k)
     u = torch.empty_like(v)

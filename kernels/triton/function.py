@@ -10,7 +10,7 @@ from ..delta_product import check_micro_steps
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd
 from .l2norm import EPS, l2norm_fwd
-from .tuning import chunk_matrix_dtype
+from .tuning import dot_operand_dtype
 from .utils import CHUNK
 
 SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediates the backward reads (chunk_fwd)
@@ -55,7 +55,7 @@ def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk=Fa
     B, T, H, K = k.shape
     V, NT, f32 = v.shape[-1], -(-T // CHUNK), torch.float32
     ht = k.new_empty(B, H, K, V, dtype=f32) if output_final_state else _empty(q)
-    cm = chunk_matrix_dtype(q.dtype, K, V)
+    cm = dot_operand_dtype(q.dtype, K, V)
     return (v.new_empty(B, T // nh, H, V), ht, k.new_empty(B, T, H, dtype=f32), k.new_empty(B, T, H, CHUNK, dtype=cm),
             k.new_empty(B, T, H, CHUNK, dtype=cm), torch.empty_like(k), k.new_empty(B, H, NT, K, V),
             torch.empty_like(v))

@@ -120,9 +120,10 @@ def solve_precision(prec: str) -> str:
     return "ieee" if prec == "ieee" else "tf32"
 
 
-def chunk_matrix_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
-    """dtype of the saved per-chunk [C, C] matrices T = (I + A)^{-1} and Aqk: the inputs' dtype where every dot
-    that reads them takes its operands in it (precision "half", so nothing is lost), fp32 otherwise."""
+def dot_operand_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
+    """dtype of the tensors that only dots read: the saved per-chunk [C, C] matrices T = (I + A)^{-1} and Aqk, and
+    the backward's v_new gradient and dw. The inputs' dtype where the dots take their operands in it (precision
+    "half": stored rounded as the dot would round them, nothing is lost, half the bytes moved), fp32 otherwise."""
     return dtype if precision(dtype, K, V) == "half" else torch.float32
 
 
@@ -203,13 +204,13 @@ register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "
 
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
-           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS, restore: Sequence[torch.Tensor] = (),
+           fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS,
            then: Callable[[dict[str, int], Sequence[Any]], None] | None = None) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
     function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
-    once per kernel, constexprs, dtypes and grid size (rounded to powers of two), restoring the tensors in `restore`
-    (those the kernel updates in place) afterwards; on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
+    once per kernel, constexprs, dtypes and grid size (rounded to powers of two: a kernel timed so must not update
+    its inputs in place); on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
     capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
     Inside a torch.library.triton_op that torch.compile traces (fake tensors; the launch becomes a node of the
     graph that Inductor's own code launches): the config chosen as above on random tensors of the traced sizes
@@ -259,7 +260,6 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
             return False
         return True
 
-    saved = [t.clone() for t in restore] if tune else []
     times: list[tuple[float, dict[str, int]]] = []
     for cfg in configs:
         if fits(cfg):
@@ -277,8 +277,6 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if os.environ.get("DELTAMUP_AUTOTUNE_LOG") == "1":
         print(f"autotune {key[0]} {dict(key[1])} grid {key[3]}: "
               + "; ".join(f"{config_text(c)} {t:.3f} ms" for t, c in times) + f" -> {config_text(best)}", flush=True)
-    for t, s in zip(restore, saved):
-        t.copy_(s)
     _chosen[key] = best
     run(best)
 

@@ -39,9 +39,8 @@ def wider(configs: list[dict[str, int]]) -> list[dict[str, int]]:
 
 def timed_launch(rows: list[dict[str, Any]]):
     """A replacement for tuning.launch that times the wider space first (recording rows), then launches as usual."""
-    def launch(kernel, grid, args, kwargs, configs, fallbacks=tuning.SMEM_FALLBACKS, restore=()):
+    def launch(kernel, grid, args, kwargs, configs, fallbacks=tuning.SMEM_FALLBACKS, then=None):
         grid_of = grid if callable(grid) else (lambda meta: grid)
-        saved = [t.clone() for t in restore]
         for i, cfg in enumerate(wider(list(configs))):
             run = lambda cfg=cfg: kernel[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)  # noqa: E731
             try:
@@ -51,9 +50,7 @@ def timed_launch(rows: list[dict[str, Any]]):
                 compiled, ms = None, float("nan")
             rows.append(dict(kernel=kernel.fn.__name__, config=tuning.config_text(cfg), candidate=i < len(configs),
                              ms=ms, regs=getattr(compiled, "n_regs", None), spills=getattr(compiled, "n_spills", None)))
-            for t, s in zip(restore, saved):
-                t.copy_(s)
-        tuning.launch(kernel, grid, args, kwargs, configs, fallbacks, restore)
+        tuning.launch(kernel, grid, args, kwargs, configs, fallbacks, then=then)
     return launch
 
 

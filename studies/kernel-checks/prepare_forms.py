@@ -28,7 +28,7 @@ import triton.language as tl
 
 from deltamup.kernels.triton.chunk_fwd import _wu_block, chunk_kkt_solve_fwd_kernel, chunk_prepare
 from deltamup.kernels.triton.solve import solve_tril
-from deltamup.kernels.triton.tuning import chunk_matrix_dtype, is_narrow, parallel_tiles, precision, solve_precision
+from deltamup.kernels.triton.tuning import dot_operand_dtype, is_narrow, parallel_tiles, precision, solve_precision
 from deltamup.kernels.triton.utils import CHUNK, decay, load_gates, mm, row_map, tile, tok_base
 from solve_forms import gpu_ms  # studies/kernel-checks/solve_forms.py, beside this script (its folder is on sys.path)
 
@@ -144,7 +144,7 @@ def run(form: str, warps: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     NT = triton.cdiv(T, CHUNK)
     prec = precision(q.dtype, K, V)
     out = dict(G=torch.empty(B, T, H, dtype=torch.float32, device=q.device),
-               Tinv=torch.empty(B, T, H, CHUNK, dtype=chunk_matrix_dtype(q.dtype, K, V), device=q.device))
+               Tinv=torch.empty(B, T, H, CHUNK, dtype=dot_operand_dtype(q.dtype, K, V), device=q.device))
     out.update(Aqk=torch.empty_like(out["Tinv"]), w=torch.empty_like(k), u=torch.empty_like(v))
     BK, BV = parallel_tiles(K, V)
     common = dict(H=H, K=K, C=CHUNK, BK=BK, PREC=prec, num_warps=warps, num_stages=2)
