@@ -16,7 +16,8 @@ residual norm and the fused losses have no reference here. On a GPU nothing need
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -118,6 +119,15 @@ def _installed(module: str) -> object | None:
         return None
 
 
+def _torch_function(wrapper: Callable) -> Callable:
+    """The PyTorch function under transformers' hub-kernel wrapper: a functools.wraps chain, which transformers ≥ 5.25
+    (with the `kernels` package) puts inside a module whose forward calls it, as the free variable `func`."""
+    if isinstance(wrapper, torch.nn.Module):
+        forward = type(wrapper).forward
+        wrapper = forward.__closure__[forward.__code__.co_freevars.index("func")].cell_contents
+    return inspect.unwrap(wrapper)
+
+
 @contextmanager
 def reference_ops() -> Iterator[None]:
     """While active, fla's and Qwen3-Next's delta-rule layers run on PyTorch references (see the module docstring);
@@ -125,7 +135,7 @@ def reference_ops() -> Iterator[None]:
     patches = [(m, name, new) for module, name, new in FLA_PATCHES if (m := _installed(module)) is not None]
     qwen = _installed(QWEN3_NEXT)
     if qwen is not None:  # transformers' own PyTorch fallback, under the hub-kernel wrapper that picked fla's
-        patches += [(qwen, name, getattr(qwen, name).__wrapped__)
+        patches += [(qwen, name, _torch_function(getattr(qwen, name)))
                     for name in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")]
     saved = [(m, name, getattr(m, name)) for m, name, _ in patches]
     try:

@@ -1,3 +1,5 @@
+import importlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -6,6 +8,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _import_unshadowed(name: str) -> None:
+    """Import the installed package `name` before ROOT's top-level folder of that name can shadow it: with ROOT on
+    sys.path (`python3 -m pytest` from it, and below, for `benchmarks`), ROOT/kernels (deltamup.kernels) would be
+    found as `kernels`, the PyPI package transformers ≥ 5 imports (and with it fla's models)."""
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if Path(p or ".").resolve() != ROOT]
+    try:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+    finally:
+        sys.path[:] = saved
+
+
+_import_unshadowed("kernels")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
