@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed")
+pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed",
+                    exc_type=ModuleNotFoundError)  # an fla that fails to import fails the tests
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 

@@ -13,7 +13,8 @@ from deltamup.models import ModelConfig
 from deltamup.parametrizations import FLA, build_model
 from deltamup.scaling import coord_check
 
-fla_models = pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed")
+fla_models = pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed",
+                                 exc_type=ModuleNotFoundError)  # an fla that fails to import fails the tests
 from test_export_fla import deltamup_name  # noqa: E402
 
 WIDTHS, BASE = (128, 256, 512), 256

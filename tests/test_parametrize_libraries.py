@@ -13,7 +13,8 @@ from deltamup.parametrizations import FLA, QWEN3_NEXT, parametrize, restore_mult
 from deltamup.parametrizations.apply import multiplier_sites
 from deltamup.parametrizations.multipliers import FIELDS
 
-fla_models = pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed")
+fla_models = pytest.importorskip("fla.models", reason="flash-linear-attention 0.6 is not installed",
+                                 exc_type=ModuleNotFoundError)  # an fla that fails to import fails the tests
 transformers = pytest.importorskip("transformers")
 
 CPU = dict(fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False, fuse_linear_cross_entropy=False)
