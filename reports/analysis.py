@@ -139,6 +139,15 @@ class Sweep:
         return study_name(self.path, "sweep")
 
 
+def data_sources(trials: pl.DataFrame) -> dict[str | None, int]:
+    """Trials per data fingerprint (the record's `data`; None: not recorded), most first: more than one key means the
+    sweep's trials did not all train on the same data."""
+    if trials.is_empty():
+        return {}
+    column = trials["data"] if "data" in trials.columns else pl.Series("data", [None] * len(trials), dtype=pl.Utf8)
+    return dict(column.value_counts(sort=True).iter_rows())
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep directory; ValueError naming what is missing when it is not one. Trials come from the engine's
     results/ (one record per finished trial, checked against sweeps/record.py's schema, so a running sweep's report

@@ -347,8 +347,11 @@ def parse(raw: dict[str, Any], open_task: bool = True) -> SweepSpec:
 
 def _with_task_vocab(spec: SweepSpec) -> SweepSpec:
     """The task checked; model.vocab_size, when the spec leaves it out, set to the task's vocabulary (which may
-    open the task's data: the spec as run then records it, so re-reading that spec does not)."""
+    open the task's data: the spec as run then records it, so re-reading that spec does not, unless the task pins
+    its data: a corpus's tokens_sha256 is checked against the data each time the spec is read)."""
     task = _named("task", get_task, spec.task)
+    if isinstance(spec.task, dict) and "tokens_sha256" in spec.task:  # a pinned corpus: checked before any work
+        _named("task", lambda: task.vocab_size)
     if "vocab_size" in spec.model:
         return spec
     vocab = _named("task", lambda: task.vocab_size)

@@ -38,7 +38,7 @@ from deltamup.parametrizations import BaseHparams, build_model
 from deltamup.parametrizations.hparams import label
 from deltamup.scaling.checkpoint import Checkpointing, discard, fingerprint
 from deltamup.scaling.compile_cache import use_cache
-from deltamup.scaling.data import Batch, Task, get_task
+from deltamup.scaling.data import Batch, Task, data_fingerprint, get_task
 from deltamup.scaling.data_parallel import Ranks
 from deltamup.scaling.train import TrainConfig, TrainResult, lm_loss, train
 
@@ -156,10 +156,11 @@ def build_trial(cfg: dict[str, Any], device: torch.device) -> tuple[DeltaLM, Tas
 
 
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
-                       ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, float]]:
+                       ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, Any]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
-    count, the task's own metrics: none when diverged). tracker None logs nothing; ranks: train data-parallel as
-    one of several ranks (every rank evaluates the same weights on the same batches)."""
+    count, the record's task columns: `data` (its fingerprint) and the task's own metrics, none when diverged).
+    tracker None logs nothing; ranks: train data-parallel as one of several ranks (every rank evaluates the same
+    weights on the same batches)."""
     point = cfg["point"]
     model, task, train_config, batches = build_trial(cfg, device)
     params = sum(p.numel() for p in model.parameters())
@@ -188,10 +189,11 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
                    checkpointing=trial_checkpointing(cfg, val_losses))
     if tracker is not None:
         tracker.grad_norms(result.grad_norms)
+    data = {"data": data_fingerprint(task)}
     if result.diverged:
-        return result, val_losses, params, {}
+        return result, val_losses, params, data
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
-    return result, val_losses, params, metrics
+    return result, val_losses, params, data | metrics
 
 
 def trial_checkpointing(cfg: dict[str, Any], val_losses: dict[str, float]) -> Checkpointing | None:

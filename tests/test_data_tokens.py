@@ -1,6 +1,8 @@
 """Token files, the held-out split, random-access batches, and the corpus task on users' data."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -98,3 +100,30 @@ def test_default_corpus_is_read_from_the_cache(tmp_path, monkeypatch):
     task = get_task("corpus")
     x, _ = next(task.train_batches(1, 20, seed=0))
     assert task.vocab_size == 256 and bytes(x[0].tolist()).decode() in "cached corpus " * 300
+
+
+def test_a_prepared_corpus_is_fingerprinted_and_a_pin_refuses_other_data(tmp_path):
+    """A prepared directory's fingerprint is its manifest's tokens sha256 (16 hex digits), what trials record;
+    `tokens_sha256` opens only data that matches it, and says which corpus it found."""
+    from deltamup.scaling.data import data_fingerprint
+    from deltamup.scaling.data.inputs import text_files
+    from deltamup.scaling.data.prepare import prepare
+
+    for name, words in (("a", "first corpus "), ("b", "second corpus ")):
+        (tmp_path / f"{name}.txt").write_text(words * 300)
+        prepare(text_files([str(tmp_path / f"{name}.txt")]), tmp_path / name, progress=False)
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    a = get_task({"name": "corpus", "path": str(tmp_path / "a")})
+    b = get_task({"name": "corpus", "path": str(tmp_path / "b")})
+    assert data_fingerprint(a) == manifest["tokens_sha256"][:16] != data_fingerprint(b)
+    pinned = get_task({"name": "corpus", "path": str(tmp_path / "a"), "tokens_sha256": manifest["tokens_sha256"][:8]})
+    assert pinned.vocab_size == 256
+    other = get_task({"name": "corpus", "path": str(tmp_path / "b"), "tokens_sha256": manifest["tokens_sha256"][:8]})
+    with pytest.raises(ValueError, match=f"tokens sha256 {data_fingerprint(b)}…, not the"):
+        next(other.train_batches(1, 8, seed=0))
+    with pytest.raises(ValueError, match="at least 8 lowercase hex"):
+        get_task({"name": "corpus", "path": str(tmp_path / "a"), "tokens_sha256": "e32"})
+    raw = tmp_path / "raw.u16"
+    write_tokens(raw, iter([np.arange(100) % 7]), "uint16")
+    assert data_fingerprint(get_task({"name": "corpus", "path": str(raw)})) is None
+    assert data_fingerprint(get_task("sample")) is None

@@ -104,3 +104,29 @@ def test_a_version_1_record_names_its_identity_in_full() -> None:
     with pytest.raises(ValueError, match="'seed' is missing"):
         TrialRecord.from_row({k: v for k, v in row.items() if k != "seed"})
     assert TrialRecord.from_row({"trial_id": "t", "status": "ok"}).key == "t"  # version 0: partial rows load
+
+
+def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Path) -> None:
+    """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, a config column of the record,
+    through the trial's own functions (train, record, store)."""
+    import torch
+
+    from deltamup.scaling.data.inputs import text_files
+    from deltamup.scaling.data.prepare import prepare
+    from deltamup.sweeps.trial import train_and_evaluate, trial_record
+
+    (tmp_path / "a.txt").write_text("fingerprinted corpus text " * 400)
+    sha = prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "c", progress=False)["tokens_sha256"]
+    spec = specs.parse({"name": "fp", "model": {"kind": "gdn", "depth": 1, "heads": 1, "base_width": 16},
+                        "task": {"name": "corpus", "path": str(tmp_path / "c")}, "widths": [16], "lrs": [1e-3],
+                        "steps": 2, "batch_size": 2, "seq_len": 16, "log_every": 1, "eval": {"batches": 1},
+                        "resources": {"cpu": 1, "gpu": 0}})
+    out = tmp_path / "sweep"
+    out.mkdir()
+    store.write_spec(out, spec.to_dict())
+    cfg = trial_config(spec, spec.grid()[0], out, run=1)
+    outcome = train_and_evaluate(cfg, torch.device("cpu"), lambda *_, **__: None, None)
+    store.write_trial(out, *trial_record(cfg, outcome, {"device": "cpu", "threads": 1, "gpu_ids": [],
+                                                        "node_id": "test", "started_at": 0.0, "finished_at": 1.0}))
+    record = TrialRecord.from_row(store.read_records(out)[0])
+    assert record.config["data"] == sha[:16] and record.status == "ok"

@@ -218,6 +218,22 @@ def test_a_spec_as_run_elsewhere_parses_without_its_data(tmp_path):
         specs.parse(raw)
 
 
+def test_a_pinned_corpus_is_checked_whenever_the_spec_is_read(tmp_path):
+    """tokens_sha256 in the task: a spec (as a resumed sweep's spec.yaml, with vocab_size recorded) whose corpus is
+    other data fails on reading, naming the task, before any trial."""
+    from deltamup.scaling.data.inputs import text_files
+    from deltamup.scaling.data.prepare import prepare
+
+    (tmp_path / "a.txt").write_text("a corpus of bytes " * 300)
+    sha = prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "c", progress=False)["tokens_sha256"]
+    raw = {"widths": [32], "lrs": [1e-3], "steps": 2, "model": {"kind": "gdn", "vocab_size": 256},
+           "task": {"name": "corpus", "path": str(tmp_path / "c"), "tokens_sha256": sha[:12]}}
+    assert specs.parse(raw).task["tokens_sha256"] == sha[:12]
+    raw["task"]["tokens_sha256"] = "0" * 12
+    with pytest.raises(specs.SpecError, match=f"'task'.*tokens sha256 {sha[:16]}…, not the 000000000000…"):
+        specs.parse(raw)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
                          + sorted((ROOT / "studies").glob("*/*.yaml")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_spec_is_valid(path):

@@ -97,7 +97,7 @@ def print_verdicts(a) -> None:
 def run_report(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from deltamup.reports.analysis import load_sweep, restrict
+    from deltamup.reports.analysis import data_sources, load_sweep, restrict
     from deltamup.reports.report import build_report
 
     sweep = load_sweep(args.sweep_dir)  # bad input: one line before any work
@@ -113,6 +113,11 @@ def run_report(args: argparse.Namespace) -> int:
     if a.sweep.skipped:
         print(f"skipped {len(a.sweep.skipped)} damaged result file(s) (in {args.sweep_dir}/results/quarantine/; "
               f"`deltamup sweep {args.sweep_dir} --resume` reruns their trials)")
+    sources = data_sources(a.sweep.trials)
+    if len(sources) > 1:
+        print("trials trained on different data: " + ", ".join(f"{k or 'not recorded'} ({n} trials)"
+                                                                for k, n in sources.items())
+              + " (the record's data: a prepared corpus's tokens sha256)")
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")

@@ -14,6 +14,8 @@ The task protocol
     evaluate(model, device, seed=0) -> dict[str, float]            optional: the task's own metrics (flat, scalar,
                                      e.g. acc@128, seq_acc@512, scaled_acc_test_len), for trials.parquet; callers
                                      check hasattr(task, "evaluate")
+    fingerprint: str | None          optional: what identifies its data, byte for byte (a prepared corpus: the
+                                     first 16 hex digits of its tokens' sha256); data_fingerprint(task) reads it
 
 Registered: sample (the embedded text), corpus (deltamup.scaling.data.corpus: the offline default corpus, users' text,
 parquet or token files), and from deltamup.scaling.tasks s3, s4, a5, s5, zn, parity, mod_arithmetic,
@@ -25,6 +27,6 @@ from __future__ import annotations
 from deltamup.scaling import tasks as _tasks  # noqa: F401  (registers s3, s4, a5, s5, zn, parity, …)
 
 from . import corpus, sample  # noqa: F401  (register corpus and sample)
-from .task import TASKS, Batch, Task, get_task, register_task
+from .task import TASKS, Batch, Task, data_fingerprint, get_task, register_task
 
-__all__ = ["TASKS", "Batch", "Task", "get_task", "register_task"]
+__all__ = ["TASKS", "Batch", "Task", "data_fingerprint", "get_task", "register_task"]

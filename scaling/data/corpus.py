@@ -6,6 +6,11 @@
                                                     nanoGPT directory (train.bin + val.bin, uint16 unless dtype)
     task: {name: corpus, path: tokens.bin, dtype: uint32, vocab_size: 100277}      a raw token file
     task: {name: corpus, path: "books/*.txt"}       text files or *.parquet (text_column): prepared into the cache
+    task: {name: corpus, path: DIR, tokens_sha256: e3218175}      … only if its manifest's tokens sha256 starts so
+
+A prepared corpus's fingerprint is the first 16 hex digits of its tokens' sha256 (the manifest's); trials record it.
+The default corpus is built from the installed packages' sources, so another machine's versions build other data:
+pin it (tokens_sha256) where trials run on several machines or days.
 
 The cache is $DELTAMUP_DATA or ~/.cache/deltamup/data; a cached build is keyed by what it was built from.
 """
@@ -59,20 +64,39 @@ class Corpus:
     name = "corpus"
 
     def __init__(self, path: str | None = None, tokenizer: str = "bytes", vocab_size: int | None = None,
-                 dtype: str = "uint16", text_column: str = "text", val_fraction: float = 0.01) -> None:
+                 dtype: str = "uint16", text_column: str = "text", val_fraction: float = 0.01,
+                 tokens_sha256: str | None = None) -> None:
         if tokenizer not in ("bytes", "bpe"):
             raise ValueError(f"tokenizer must be bytes or bpe, got {tokenizer!r}")
         if not 0 < val_fraction < 1:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         if path is not None and not any(ch in path for ch in "*?[") and not Path(path).exists():
             raise ValueError(f"corpus path {path} does not exist")
+        if tokens_sha256 is not None and not (len(tokens_sha256) >= 8 and
+                                              all(c in "0123456789abcdef" for c in tokens_sha256)):
+            raise ValueError(f"tokens_sha256 must be at least 8 lowercase hex digits, got {tokens_sha256!r}")
         self.path, self.tokenizer, self.requested_vocab = path, tokenizer, vocab_size
+        self.tokens_sha256 = tokens_sha256
         self.dtype, self.text_column, self.val_fraction = dtype, text_column, val_fraction
 
     @cached_property
     def splits(self) -> tuple[Split, Split, int]:
         """(train, val, vocab_size), opening (and if needed building) the data on first use."""
-        return open_splits(self.resolve(), self.dtype, self.requested_vocab, self.val_fraction)
+        path = self.resolve()
+        if self.tokens_sha256 is not None and not (self.fingerprint or "").startswith(self.tokens_sha256[:16]):
+            raise ValueError(f"corpus {path}: tokens sha256 {self.fingerprint or 'unknown (no manifest)'}…, not the "
+                             f"{self.tokens_sha256}… asked for: other data (`deltamup data info {path}` lists the "
+                             "sources and versions it was built from)")
+        return open_splits(path, self.dtype, self.requested_vocab, self.val_fraction)
+
+    @cached_property
+    def fingerprint(self) -> str | None:
+        """The first 16 hex digits of a prepared directory's tokens sha256 (its manifest's); None for a nanoGPT
+        directory or a raw token file."""
+        path = self.resolve()
+        if not (path.is_dir() and (path / MANIFEST).exists()):
+            return None
+        return read_manifest(path)["tokens_sha256"][:16]
 
     @property
     def vocab_size(self) -> int:

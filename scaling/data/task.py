@@ -29,6 +29,11 @@ def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Ta
     return wrap
 
 
+def data_fingerprint(task: Task) -> str | None:
+    """The task's data fingerprint (equal: the same data, byte for byte), None where the task has none."""
+    return getattr(task, "fingerprint", None)
+
+
 def get_task(spec: str | dict[str, Any]) -> Task:
     """A task from its name or a dict {"name": ..., **options}; ValueError names what is wrong."""
     options = {"name": spec} if isinstance(spec, str) else dict(spec)
