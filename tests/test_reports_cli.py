@@ -36,11 +36,11 @@ def test_report_prints_optima_and_where_the_page_is(report: tuple[Path, str]) ->
     folder, out = report
     assert f"report: {folder / 'index.html'}" in out
     assert "incomplete: 1 of 216 grid trials have no result yet" in out
-    assert "1 optima lie on the LR grid's edge" in out and "trained on different data" not in out
+    assert "1 optima lie on the LR grid's edge" in out and "not all on the same recorded data" not in out
     assert (folder / "index.html").is_file()
 
 
-def test_report_says_when_trials_trained_on_different_data(tmp_path: Path, capsys) -> None:
+def test_report_says_when_trials_did_not_all_record_the_same_data(tmp_path: Path, capsys) -> None:
     """Trials whose records name different data (a prepared corpus's tokens sha256) or none: one line saying how
     many trained on which; the synthetic sweep above, with no data recorded, prints none."""
     import polars as pl
@@ -51,9 +51,9 @@ def test_report_says_when_trials_trained_on_different_data(tmp_path: Path, capsy
     data = ["042b5cd422b837d2"] * 3 + ["e3218175aa000000"] * (n - 5) + [None] * 2
     sweep = write_sweep(tmp_path / "sweep", trials.with_columns(pl.Series("data", data)))
     assert main(["report", str(sweep), "--out", str(tmp_path / "rep")]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("trials trained on different"))
-    assert line.startswith(f"trials trained on different data: e3218175aa000000 ({n - 5} trials), "
-                           "042b5cd422b837d2 (3 trials), not recorded (2 trials)")
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("trials not all on the same"))
+    assert line.endswith(f"tokens sha256): e3218175aa000000 ({n - 5} trials), 042b5cd422b837d2 (3 trials), "
+                         "not recorded (2 trials)")
 
 
 def test_report_of_a_non_sweep_fails_with_one_line(tmp_path: Path, capsys) -> None:

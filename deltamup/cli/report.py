@@ -115,9 +115,8 @@ def run_report(args: argparse.Namespace) -> int:
               f"`deltamup sweep {args.sweep_dir} --resume` reruns their trials)")
     sources = data_sources(a.sweep.trials)
     if len(sources) > 1:
-        print("trials trained on different data: " + ", ".join(f"{k or 'not recorded'} ({n} trials)"
-                                                                for k, n in sources.items())
-              + " (the record's data: a prepared corpus's tokens sha256)")
+        print("trials not all on the same recorded data (the record's data, a prepared corpus's tokens sha256): "
+              + ", ".join(f"{k or 'not recorded'} ({n} trials)" for k, n in sources.items()))
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")
