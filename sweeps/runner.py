@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamup.console import writable_dir
+from deltamup.scaling.data import data_fingerprint, get_task
 
 from . import store
 from .packing import check_memory
@@ -122,11 +123,27 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
     out = writable_dir(str(out))
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
+        warn_if_other_data(spec, out)
         wait = once(beside_start() if beside_start is not None else (lambda: None))
         try:
             return run_missing(spec, out, address, num_cpus, progress_every, wait)
         finally:
             wait()
+
+
+def warn_if_other_data(spec: SweepSpec, out: Path) -> None:
+    """One line when DIR's finished trials recorded data (the record's `data`) other than what this run's task
+    reads: the sweep would mix them. A pinned corpus (tokens_sha256) refuses other data outright instead."""
+    recorded = {r.config["data"] for r in store.read_trials(out) if r.finished and r.config.get("data")}
+    if not recorded:
+        return
+    try:
+        current = data_fingerprint(get_task(spec.task))
+    except (ValueError, OSError):  # data this machine cannot open: the trials will say so
+        return
+    if current is not None and recorded - {current}:
+        print(f"warning: {out}'s finished trials trained on data {', '.join(sorted(recorded))}; this run's task reads "
+              f"{current}: the sweep would mix them (pin the corpus with tokens_sha256 to refuse other data)")
 
 
 def once(fn: Callable[[], None]) -> Callable[[], None]:

@@ -106,13 +106,17 @@ def test_a_version_1_record_names_its_identity_in_full() -> None:
     assert TrialRecord.from_row({"trial_id": "t", "status": "ok"}).key == "t"  # version 0: partial rows load
 
 
-def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Path) -> None:
+def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Path, capsys) -> None:
     """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, a config column of the record,
-    through the trial's own functions (train, record, store)."""
+    through the trial's own functions (train, record, store); a run of the sweep on other data says it would mix
+    them, one on the same data says nothing."""
+    import dataclasses
+
     import torch
 
     from deltamup.scaling.data.inputs import text_files
     from deltamup.scaling.data.prepare import prepare
+    from deltamup.sweeps.runner import warn_if_other_data
     from deltamup.sweeps.trial import train_and_evaluate, trial_record
 
     (tmp_path / "a.txt").write_text("fingerprinted corpus text " * 400)
@@ -130,3 +134,11 @@ def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Pat
                                                         "node_id": "test", "started_at": 0.0, "finished_at": 1.0}))
     record = TrialRecord.from_row(store.read_records(out)[0])
     assert record.config["data"] == sha[:16] and record.status == "ok"
+    warn_if_other_data(spec, out)
+    assert capsys.readouterr().out == ""
+    (tmp_path / "b.txt").write_text("another corpus, other bytes " * 400)
+    other = prepare(text_files([str(tmp_path / "b.txt")]), tmp_path / "d", progress=False)["tokens_sha256"]
+    warn_if_other_data(dataclasses.replace(spec, task={"name": "corpus", "path": str(tmp_path / "d")}), out)
+    assert capsys.readouterr().out == (f"warning: {out}'s finished trials trained on data {sha[:16]}; this run's task "
+                                       f"reads {other[:16]}: the sweep would mix them (pin the corpus with "
+                                       "tokens_sha256 to refuse other data)\n")
