@@ -210,8 +210,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two: a kernel timed so must not update
-    its inputs in place); on a CPU (the interpreter), for fp32 inputs, under CUDA-graph
-    capture, or with DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
+    its inputs in place); on a CPU (the interpreter), for fp32 inputs, under CUDA-graph capture, or with
+    DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
     Inside a torch.library.triton_op that torch.compile traces (fake tensors; the launch becomes a node of the
     graph that Inductor's own code launches): the config chosen as above on random tensors of the traced sizes
     (the first where the sizes are symbolic).
