@@ -211,7 +211,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
     once per kernel, constexprs, dtypes and grid size (rounded to powers of two: a kernel timed so must not update
     its inputs in place); on a CPU (the interpreter), for fp32 inputs, under CUDA-graph capture, or with
-    DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one.
+    DELTAMUP_AUTOTUNE=0, the first config that fits is taken; inside `pinned`, the pinned one; inside `compiling`,
+    every config is compiled and none launched.
     Inside a torch.library.triton_op that torch.compile traces (fake tensors; the launch becomes a node of the
     graph that Inductor's own code launches): the config chosen as above on random tensors of the traced sizes
     (the first where the sizes are symbolic).
@@ -230,6 +231,13 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
             then(cfg, args)
     if _pin is not None:
         _launch_pinned(_pin, name, configs, fallbacks, run)
+        return
+    if _compiled is not None:
+        for cfg in configs:
+            merged = {**kwargs, **cfg}
+            _compiled.append(Compiled(name, cfg, kernel.warmup(*args, grid=grid_of(merged), **merged)))
+            if then is not None:
+                then(cfg, args)
         return
     sizes = grid_of({**kwargs, **configs[0]})
     if traced and not all(isinstance(n, int) for n in sizes):  # symbolic sizes: nothing to time
@@ -305,6 +313,30 @@ def _launch_pinned(pin: Pin, name: str, configs: Sequence[dict[str, int]], fallb
             continue
         pin.launched.setdefault(name, []).append(cfg)
         return
+
+
+@dataclass
+class Compiled:
+    """One candidate compiled inside `compiling`: the pass, its config and Triton's compiled kernel (asm, metadata)."""
+    kernel: str
+    config: dict[str, int]
+    binary: Any
+
+
+_compiled: list[Compiled] | None = None
+
+
+@contextmanager
+def compiling() -> Iterator[list[Compiled]]:
+    """Within: `launch` compiles every candidate of every pass, and of the pass each one leaves to `then`, for the
+    active Triton driver's target, and runs nothing (outputs stay as allocated); yields the list it fills, in launch
+    order. benchmarks/kernel_resources.py compiles so for a GPU the machine does not have."""
+    global _compiled
+    outer, _compiled = _compiled, []
+    try:
+        yield _compiled
+    finally:
+        _compiled = outer
 
 
 # GPU clock cycles (about 2.5 ms on an H200) the GPU spins before each timed round, so that the host has queued
