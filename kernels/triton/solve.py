@@ -2,7 +2,8 @@
 blocks by forward substitution (all four at once, one row a step), then the rest in four [64, 64] products. With D
 the inverses of the diagonal blocks and N = D·A_off (A_off: A below its diagonal blocks; N is strictly block-lower
 with four block rows, so N⁴ = 0):
-    (I + A)^{-1} = (I + N)^{-1} D = (I − N)(I + N²) D."""
+    (I + A)^{-1} = (I + N)^{-1} D = (I − N + N² − N³) D = (I − N(I − N(I − N))) D,
+the last form keeping three [C, C] tiles live at a time (benchmarks/kernel-resources.md: fewer spills)."""
 from __future__ import annotations
 
 import triton
@@ -55,10 +56,12 @@ def solve_tril(a, C: tl.constexpr, MP: tl.constexpr):
 
 @triton.jit
 def merge_blocks(a, d, C: tl.constexpr, MP: tl.constexpr):
-    """(I + a)^{-1} = (I − N)(I + N²) d from d [C, C], the block-diagonal inverse of a's 16×16 diagonal blocks
-    (N = d·a_off); four products at input_precision MP."""
+    """(I + a)^{-1} = (I − N(I − N(I − N))) d from d [C, C], the block-diagonal inverse of a's 16×16 diagonal blocks
+    (N = d·a_off); four products at input_precision MP, three [C, C] tiles live at a time."""
     r = tl.arange(0, C)
-    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    eye = r[:, None] == r[None, :]
     n = tl.dot(d, tl.where((r[:, None] // 16) > (r[None, :] // 16), a, 0.0), input_precision=MP)
-    m = tl.dot(eye - n, eye + tl.dot(n, n, input_precision=MP), input_precision=MP)
-    return tl.dot(m, d, input_precision=MP)
+    t = tl.where(eye, 1.0, 0.0) - n
+    t = tl.where(eye, 1.0, 0.0) - tl.dot(n, t, input_precision=MP)
+    t = tl.where(eye, 1.0, 0.0) - tl.dot(n, t, input_precision=MP)
+    return tl.dot(t, d, input_precision=MP)

@@ -13,6 +13,9 @@ substitution:
   (I + N)⁻¹ = (I − N)(I + N²)(I + N⁴)(I + N⁸), six [64, 64] products on the tensor cores (a block-diagonal product
   stays block-diagonal; 64-wide dots, not the 16-wide ones Triton 3.6 miscompiles on Hopper), at the merge's
   input precision; `squares3` the same at tf32x3 (three tf32 products a product: about fp32's accuracy);
+- `merge2`: `blocks` with the merge's four products in the order (I − N)(I + N²) D instead of solve.py's
+  (I − N(I − N(I − N))) D: the same products, five [64, 64] tiles live instead of three (at K ≥ 96 its 2-warp kernel
+  spills 456–480 bytes a thread where solve.py's spills 32–56: benchmarks/kernel-resources.md);
 - `powers`: no blocks at all: (I + A)⁻¹ = (I − A)(I + A²)(I + A⁴)(I + A⁸)(I + A¹⁶)(I + A³²), ten [64, 64]
   products and no merge (the powers of A may grow where the inverse does not: the error column says whether they
   cancel well enough).
@@ -37,7 +40,7 @@ from deltamup.kernels.triton.solve import block_diag, inv_diag_blocks, merge_blo
 from deltamup.kernels.triton.utils import decay, mm, tile
 
 CUTS = ("kkt", "diag")  # parts of the kernel, timed to say where its time goes; not solves
-FORMS = ("dense", "blocks", "rows", "squares", "squares3", "powers") + CUTS
+FORMS = ("dense", "blocks", "rows", "squares", "squares3", "merge2", "powers") + CUTS
 
 
 @triton.jit
@@ -98,6 +101,16 @@ def _inv_powers(a, C: tl.constexpr, MP: tl.constexpr):
 
 
 @triton.jit
+def _merge2(a, d, C: tl.constexpr, MP: tl.constexpr):
+    """The `merge2` form of merge_blocks: (I − N)(I + N²) d, N = d·a_off (see the module docstring)."""
+    r = tl.arange(0, C)
+    eye = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    n = tl.dot(d, tl.where((r[:, None] // 16) > (r[None, :] // 16), a, 0.0), input_precision=MP)
+    m = tl.dot(eye - n, eye + tl.dot(n, n, input_precision=MP), input_precision=MP)
+    return tl.dot(m, d, input_precision=MP)
+
+
+@triton.jit
 def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr,
                           BK: tl.constexpr, FORM: tl.constexpr, MP: tl.constexpr):
     """Grid (NT, B·H): A [B,T,H,C] fp32 and T = (I + A)⁻¹ [B,T,H,C] (T_out's dtype), g already cumulative."""
@@ -125,6 +138,8 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
         b_T = merge_blocks(b_a, _inv_diag_squares(b_a, C, MP), C, MP)
     elif FORM == "squares3":
         b_T = merge_blocks(b_a, _inv_diag_squares(b_a, C, "tf32x3"), C, MP)
+    elif FORM == "merge2":
+        b_T = _merge2(b_a, inv_diag_blocks(b_a, C), C, MP)
     elif FORM == "powers":
         b_T = _inv_powers(b_a, C, MP)
     elif FORM == "kkt":
