@@ -34,6 +34,7 @@ def test_every_pass_of_forward_and_backward_compiles_for_hopper_and_nothing_runs
     assert {row[0].strip("`") for row in rows} == PASSES
     for name, config, regs, stack, smem, ctas, mma, local, sass in rows:
         assert 0 < int(regs) <= 255 and float(smem) > 0 and int(sass) > 0, name
+        assert "warps=" in config and int(stack) >= 0 and int(local) >= 0, name
         assert int(mma) > 0, f"{name} has no tensor-core instruction"  # every pass multiplies in dots
         assert ctas == "does not fit" or int(ctas) >= 1
     assert "8, 2048, 6, 32, 64 (width 256)" in out.read_text()
