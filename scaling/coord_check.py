@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from deltamup import parametrizations
 from deltamup.models import ModelConfig, Role, role_of
+from deltamup.models.layers import Linear
 from deltamup.models.reference_ops import reference_ops
-from deltamup.models.taps import record, tap
+from deltamup.models.taps import record, recording, tap
 from deltamup.parametrizations import Parametrized, RoleMap, build_model, parametrize
 
 from .data.corpus import Corpus
@@ -74,6 +76,7 @@ class CoordCheck:
     data: str | None = None              # a prepared corpus (`deltamup data prepare`) to draw the batches from;
                                          # None: the embedded text sample (343 KB: a long check at a large batch
                                          # repeats it, e.g. every 21 steps at 16 × 1024 tokens)
+    matrix_probes: bool = False          # also dWx.<module> for every weight matrix (see matrix_probe_hooks)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -212,6 +215,25 @@ def install_probes(p: Parametrized) -> list:
             else modules[m].register_forward_hook(_tap_output(name)) for m, name, side in probe_sites(p)]
 
 
+MATRIX_PROBE = "dWx."  # a change already: zero at t = 0, where no row is recorded
+
+
+def matrix_probe_hooks(model: nn.Module) -> list:
+    """Forward hooks that tap, while recording, dWx.<module> = (W_t − W_0) x_t for every module that applies a 2-D
+    `weight` as x Wᵀ (deltamup's Linear, nn.Linear), W_0 its weight when the hooks are installed: the part of the
+    matrix's output change (before any multiplier outside it) that its own updates make, on its input now. µP asks
+    this of every matrix to be Θ(1); the block's output probes sum it with W_0 (x_t − x_0) and the layers after."""
+    hooks = []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, (nn.Linear, Linear)) and isinstance(weight, torch.Tensor) and weight.dim() == 2:
+            def hook(m: nn.Module, args: tuple, _output, name: str = name, w0: torch.Tensor = weight.detach().clone()):
+                if recording():
+                    tap(MATRIX_PROBE + name, F.linear(_first(args), m.weight.detach() - w0))
+            hooks.append(module.register_forward_hook(hook))
+    return hooks
+
+
 @dataclass
 class Subject:
     """One width's model, ready to train: the model, the role of each parameter, its optimizer."""
@@ -262,25 +284,29 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
     Probes are read on one fixed probe batch (batches[0]) at steps 0..steps (0 = initialisation; only the steps
     check.recorded() names); delta_rms is the RMS of x_t − x_0 on that batch, the change µP says must be Θ(1).
     Training step t uses batches[t + 1]. update.<role> rows hold the RMS of the weight update ΔW that led to each
-    recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any)."""
+    recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any); with
+    check.matrix_probes, dWx.<module> rows from t = 1 (matrix_probe_hooks)."""
     model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
     batches = [tuple(t.to(device) for t in batch) for batch in batches]
     train_config = check.train_config
     rows: list[dict] = []
     initial: dict[str, torch.Tensor] = {}
+    hooks: list = []
     for step in range(check.steps + 1):
         if check.recorded(step):
             with torch.no_grad(), record() as recorder:
                 probe_loss = lm_loss(model, batches[0], check.bf16).item()
             for name, x in recorder.tensors.items():
-                x0 = initial.setdefault(name, x)
+                x0 = initial.setdefault(name, torch.zeros_like(x) if name.startswith(MATRIX_PROBE) else x)
                 rows.append(dict(width=width, step=step, probe=name, rms=_rms(x), l1=x.abs().mean().item(),
                                  delta_rms=_rms(x - x0)))
             rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss,
                              delta_rms=math.nan))
         if step == check.steps:
             break
+        if step == 0 and check.matrix_probes:
+            hooks = matrix_probe_hooks(model)  # W_0: the weights the step-0 probes saw
         measured = check.recorded(step + 1)
         before = [q.detach().clone() for q in model.parameters()] if measured else []
         optimizer_step(model, optimizer, lm_loss(model, batches[step + 1], check.bf16), step, train_config)
@@ -289,6 +315,8 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
                                   [(q, q.detach() - q0) for q, q0 in zip(model.parameters(), before)])
             rows += _per_role_rms(width, step + 1, "grad", subject.roles,
                                   [(q, q.grad) for q in model.parameters() if q.grad is not None])
+    for hook in hooks:
+        hook.remove()
     return rows
 
 

@@ -149,3 +149,37 @@ def test_batches_come_from_the_data_given(tmp_path):
     wide.write_bytes(np.array([1, 300] * 100, dtype=np.uint16).tobytes())
     with pytest.raises(ValueError, match="vocabulary 301 > the model's 256"):
         coord_check.CoordCheck(config, "gdn-mup", "adamw", WIDTHS, data=str(wide))
+
+
+def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
+    """dWx.<module> at step t is RMS((W_t − W_0) x_t) on the probe batch, for every weight matrix, from t = 1 (a
+    change already: delta_rms = rms); recomputed here from the trained model's weights and a hook of our own."""
+    import torch
+    import torch.nn.functional as F
+
+    check = coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw", (32, 64), steps=2,
+                                   device="cpu", matrix_probes=True)
+    subject = coord_check.prepare(check)[64]
+    model = subject.model
+    matrices = {n: m for n, m in model.named_modules() if isinstance(getattr(m, "weight", None), torch.Tensor)
+                and m.weight.dim() == 2 and type(m).__name__ == "Linear"}
+    w0 = {n: m.weight.detach().clone() for n, m in matrices.items()}
+    batches = check.batches()
+    rows = coord_check.measure_width(check, 64, batches, subject)
+    probed = [r for r in rows if r["probe"].startswith("dWx.")]
+    assert {r["probe"] for r in probed} == {f"dWx.{n}" for n in matrices}
+    assert {r["step"] for r in probed} == {1, 2} and all(r["delta_rms"] == r["rms"] > 0 for r in probed)
+    seen = {}
+    hooks = [m.register_forward_hook(lambda mod, args, out, n=n: seen.__setitem__(n, args[0].detach()))
+             for n, m in matrices.items()]
+    with torch.no_grad():
+        model(batches[0][0])
+    for h in hooks:
+        h.remove()
+    last = {r["probe"]: r["rms"] for r in probed if r["step"] == 2}
+    for n, m in matrices.items():
+        want = F.linear(seen[n], m.weight.detach() - w0[n]).pow(2).mean().sqrt().item()
+        assert last[f"dWx.{n}"] == pytest.approx(want, rel=1e-5), n
+    assert not any(r["probe"].startswith("dWx.") for r in coord_check.collect(
+        coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw", (32, 64), steps=1,
+                               device="cpu")))  # off by default

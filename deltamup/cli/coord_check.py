@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda | cuda:N")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast on CUDA")
     p.add_argument("--kernel-backend", default="auto", help="auto | triton | torch | recurrent")
+    p.add_argument("--matrix-probes", action="store_true",
+                   help="also record dWx.<module> = (W_t − W_0) x_t for every weight matrix: the part of its output's "
+                        "change its own updates make (not judged: the table has no band for it)")
     p.add_argument("--out", required=True, help="directory for coords.parquet, slopes.csv, check.json, coords.png")
     p.add_argument("--raw", action="store_true",
                    help="only measure and write coords.parquet (pyarrow; for machines without polars)")
@@ -82,7 +85,7 @@ def make_check(args: argparse.Namespace) -> coord_check.CoordCheck:
                   steps=args.steps, lr=args.lr, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
                   device=args.device, bf16=not args.fp32, schedule=args.schedule, warmup_steps=args.warmup_steps,
                   min_lr_ratio=args.min_lr_ratio, grad_clip=args.grad_clip, weight_decay=args.weight_decay,
-                  eps=args.adam_eps, every=args.every, data=args.data)
+                  eps=args.adam_eps, every=args.every, data=args.data, matrix_probes=args.matrix_probes)
     if not args.model_factory:
         if args.roles:
             raise ValueError("--roles goes with --model-factory")
