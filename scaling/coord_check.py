@@ -76,7 +76,7 @@ class CoordCheck:
     data: str | None = None              # a prepared corpus (`deltamup data prepare`) to draw the batches from;
                                          # None: the embedded text sample (343 KB: a long check at a large batch
                                          # repeats it, e.g. every 21 steps at 16 × 1024 tokens)
-    matrix_probes: bool = False          # also dWx.<module> for every weight matrix (see matrix_probe_hooks)
+    matrix_probes: bool = False          # also dWx.<module>, align.<module> per weight matrix (matrix_probe_hooks)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -215,21 +215,29 @@ def install_probes(p: Parametrized) -> list:
             else modules[m].register_forward_hook(_tap_output(name)) for m, name, side in probe_sites(p)]
 
 
-MATRIX_PROBE = "dWx."  # a change already: zero at t = 0, where no row is recorded
+MATRIX_PROBES = ("dWx.", "align.")  # sizes, not changes: recorded from t = 1 (zero or undefined at t = 0)
 
 
 def matrix_probe_hooks(model: nn.Module) -> list:
-    """Forward hooks that tap, while recording, dWx.<module> = (W_t − W_0) x_t for every module that applies a 2-D
-    `weight` as x Wᵀ (deltamup's Linear, nn.Linear), W_0 its weight when the hooks are installed: the part of the
-    matrix's output change (before any multiplier outside it) that its own updates make, on its input now. µP asks
-    this of every matrix to be Θ(1); the block's output probes sum it with W_0 (x_t − x_0) and the layers after."""
+    """Forward hooks that tap, while recording, two probes for every module that applies a 2-D `weight` as x Wᵀ
+    (deltamup's Linear, nn.Linear), with ΔW = W_t − W_0 (W_0: its weight when the hooks are installed) and x_t its
+    input now:
+    - dWx.<module> = ΔW x_t: the part of the matrix's output change (before any multiplier outside it) that its own
+      updates make. µP asks it to be Θ(1) for every hidden and gate matrix; the block's output probes add
+      W_0 (x_t − x_0) and the layers after it.
+    - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)), one number: 1 where ΔW's rows line up with the
+      inputs, about fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0)."""
     hooks = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
         if isinstance(module, (nn.Linear, Linear)) and isinstance(weight, torch.Tensor) and weight.dim() == 2:
             def hook(m: nn.Module, args: tuple, _output, name: str = name, w0: torch.Tensor = weight.detach().clone()):
                 if recording():
-                    tap(MATRIX_PROBE + name, F.linear(_first(args), m.weight.detach() - w0))
+                    x, dw = _first(args).detach(), m.weight.detach() - w0
+                    dwx = F.linear(x, dw)
+                    tap("dWx." + name, dwx)
+                    norm = dw.shape[1] * dw.float().pow(2).mean().sqrt() * x.float().pow(2).mean().sqrt()
+                    tap("align." + name, (dwx.float().pow(2).mean().sqrt() / norm).reshape(1))
             hooks.append(module.register_forward_hook(hook))
     return hooks
 
@@ -285,7 +293,7 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
     check.recorded() names); delta_rms is the RMS of x_t − x_0 on that batch, the change µP says must be Θ(1).
     Training step t uses batches[t + 1]. update.<role> rows hold the RMS of the weight update ΔW that led to each
     recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any); with
-    check.matrix_probes, dWx.<module> rows from t = 1 (matrix_probe_hooks)."""
+    check.matrix_probes, dWx.<module> and align.<module> rows from t = 1 (matrix_probe_hooks)."""
     model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
     batches = [tuple(t.to(device) for t in batch) for batch in batches]
@@ -298,7 +306,7 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
             with torch.no_grad(), record() as recorder:
                 probe_loss = lm_loss(model, batches[0], check.bf16).item()
             for name, x in recorder.tensors.items():
-                x0 = initial.setdefault(name, torch.zeros_like(x) if name.startswith(MATRIX_PROBE) else x)
+                x0 = initial.setdefault(name, torch.zeros_like(x) if name.startswith(MATRIX_PROBES) else x)
                 rows.append(dict(width=width, step=step, probe=name, rms=_rms(x), l1=x.abs().mean().item(),
                                  delta_rms=_rms(x - x0)))
             rows.append(dict(width=width, step=step, probe="loss", rms=probe_loss, l1=probe_loss,
