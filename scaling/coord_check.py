@@ -76,7 +76,7 @@ class CoordCheck:
     data: str | None = None              # a prepared corpus (`deltamup data prepare`) to draw the batches from;
                                          # None: the embedded text sample (343 KB: a long check at a large batch
                                          # repeats it, e.g. every 21 steps at 16 × 1024 tokens)
-    matrix_probes: bool = False          # also dWx.<module>, align.<module> per weight matrix (matrix_probe_hooks)
+    matrix_probes: bool = False          # also dWx., dW., in., align.<module> per weight matrix (matrix_probe_hooks)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -215,7 +215,7 @@ def install_probes(p: Parametrized) -> list:
             else modules[m].register_forward_hook(_tap_output(name)) for m, name, side in probe_sites(p)]
 
 
-MATRIX_PROBES = ("dWx.", "align.")  # sizes, not changes: recorded from t = 1 (zero or undefined at t = 0)
+MATRIX_PROBES = ("dWx.", "dW.", "in.", "align.")  # sizes, not changes: recorded from t = 1
 
 
 def matrix_probe_hooks(model: nn.Module) -> list:
@@ -225,8 +225,10 @@ def matrix_probe_hooks(model: nn.Module) -> list:
     - dWx.<module> = ΔW x_t: the part of the matrix's output change (before any multiplier outside it) that its own
       updates make. µP asks it to be Θ(1) for every hidden and gate matrix; the block's output probes add
       W_0 (x_t − x_0) and the layers after it.
+    - dW.<module> = RMS(ΔW) and in.<module> = RMS(x_t), one number each;
     - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)), one number: 1 where ΔW's rows line up with the
-      inputs, about fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0)."""
+      inputs, about fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0).
+    So the width slopes add up: dWx = align + dW + in + 1 (fan_in ∝ width)."""
     hooks = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
@@ -235,9 +237,11 @@ def matrix_probe_hooks(model: nn.Module) -> list:
                 if recording():
                     x, dw = _first(args).detach(), m.weight.detach() - w0
                     dwx = F.linear(x, dw)
+                    rms_dw, rms_x, rms_dwx = (t.float().pow(2).mean().sqrt().reshape(1) for t in (dw, x, dwx))
                     tap("dWx." + name, dwx)
-                    norm = dw.shape[1] * dw.float().pow(2).mean().sqrt() * x.float().pow(2).mean().sqrt()
-                    tap("align." + name, (dwx.float().pow(2).mean().sqrt() / norm).reshape(1))
+                    tap("dW." + name, rms_dw)
+                    tap("in." + name, rms_x)
+                    tap("align." + name, rms_dwx / (dw.shape[1] * rms_dw * rms_x))
             hooks.append(module.register_forward_hook(hook))
     return hooks
 
@@ -293,7 +297,7 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
     check.recorded() names); delta_rms is the RMS of x_t − x_0 on that batch, the change µP says must be Θ(1).
     Training step t uses batches[t + 1]. update.<role> rows hold the RMS of the weight update ΔW that led to each
     recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any); with
-    check.matrix_probes, dWx.<module> and align.<module> rows from t = 1 (matrix_probe_hooks)."""
+    check.matrix_probes, dWx., dW., in. and align.<module> rows from t = 1 (matrix_probe_hooks)."""
     model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
     batches = [tuple(t.to(device) for t in batch) for batch in batches]

@@ -152,9 +152,9 @@ def test_batches_come_from_the_data_given(tmp_path):
 
 
 def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
-    """dWx.<module> at step t is RMS((W_t − W_0) x_t) on the probe batch and align.<module> that over
-    fan_in · RMS(W_t − W_0) · RMS(x_t), for every weight matrix, from t = 1 (sizes: delta_rms = rms); recomputed here
-    from the trained model's weights and a hook of our own."""
+    """dWx.<module> at step t is RMS((W_t − W_0) x_t) on the probe batch, dW. and in. RMS(W_t − W_0) and RMS(x_t),
+    align. the first over fan_in times the other two, for every weight matrix, from t = 1 (sizes: delta_rms = rms);
+    recomputed here from the trained model's weights and a hook of our own."""
     import torch
     import torch.nn.functional as F
 
@@ -167,8 +167,8 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
     w0 = {n: m.weight.detach().clone() for n, m in matrices.items()}
     batches = check.batches()
     rows = coord_check.measure_width(check, 64, batches, subject)
-    probed = [r for r in rows if r["probe"].startswith(("dWx.", "align."))]
-    assert {r["probe"] for r in probed} == {f"{kind}.{n}" for n in matrices for kind in ("dWx", "align")}
+    probed = [r for r in rows if r["probe"].startswith(("dWx.", "dW.", "in.", "align."))]
+    assert {r["probe"] for r in probed} == {f"{kind}.{n}" for n in matrices for kind in ("dWx", "dW", "in", "align")}
     assert {r["step"] for r in probed} == {1, 2} and all(r["delta_rms"] == r["rms"] > 0 for r in probed)
     assert all(r["rms"] <= 1 for r in probed if r["probe"].startswith("align."))  # Cauchy–Schwarz
     seen = {}
@@ -183,8 +183,9 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
         dw = m.weight.detach() - w0[n]
         want = F.linear(seen[n], dw).pow(2).mean().sqrt().item()
         assert last[f"dWx.{n}"] == pytest.approx(want, rel=1e-5), n
-        scale = dw.shape[1] * dw.pow(2).mean().sqrt().item() * seen[n].pow(2).mean().sqrt().item()
-        assert last[f"align.{n}"] == pytest.approx(want / scale, rel=1e-5), n
-    assert not any(r["probe"].startswith(("dWx.", "align.")) for r in coord_check.collect(
+        rms_dw, rms_x = dw.pow(2).mean().sqrt().item(), seen[n].pow(2).mean().sqrt().item()
+        assert (last[f"dW.{n}"], last[f"in.{n}"]) == pytest.approx((rms_dw, rms_x), rel=1e-5), n
+        assert last[f"align.{n}"] == pytest.approx(want / (dw.shape[1] * rms_dw * rms_x), rel=1e-5), n
+    assert not any(r["probe"].startswith(coord_check.MATRIX_PROBES) for r in coord_check.collect(
         coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw", (32, 64), steps=1,
                                device="cpu")))  # off by default
