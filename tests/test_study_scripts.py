@@ -275,3 +275,20 @@ def test_hparams_study_goes_one_octave_past_an_edge_optimum_at_the_wide_width(tm
     picked = [line for line in result.stdout.splitlines() if line.startswith("width 1024")]
     assert picked == ["width 1024: output_mult 4, init_mult 0.5, at 2^-8 (beyond its optimum on the grid's edge)"]
     assert result.stdout.count("trials left") == 1 and "3 of 3 trials left" in result.stdout
+
+
+def test_slope_table_spread_is_the_mean_and_range_over_the_checks(tmp_path: Path) -> None:
+    """studies/coord-checks/slope_table.py --spread: one more column, mean [min, max] of a slope over the
+    directories (seeds of one check); a check without the slope shows '–' and does not count."""
+    dirs = []
+    for name, slope in (("s0", -0.40), ("s1", -0.10), ("s2", None)):
+        d = tmp_path / name
+        d.mkdir()
+        rows = [dict(probe="block0.mlp_out", step=100, slope=slope)] if slope is not None else []
+        pl.DataFrame(rows or [dict(probe="other", step=100, slope=0.0)]).write_csv(d / "slopes.csv")
+        dirs.append(str(d))
+    out = subprocess.run([sys.executable, str(ROOT / "studies/coord-checks/slope_table.py"), *dirs, "--probes",
+                          "block0.mlp_out", "--steps", "100", "--spread"], capture_output=True, text=True, check=True)
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| block0.mlp_out"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["block0.mlp_out", "100", "-0.40", "-0.10", "–",
+                                                              "-0.25 [-0.40, -0.10]"]

@@ -5,6 +5,7 @@ widths (a finite-width correction shrinks from narrow to wide pairs; an exponent
 
     python3 studies/coord-checks/slope_table.py studies/coord-checks/eps/gdn-mup-eps1e-8 \
         studies/coord-checks/eps/gdn-mup-adameps --probes block1.mixer_out,block1.mlp_out --steps 1,5,10 [--grads 1]
+    … --spread       # one more column: the mean and [min, max] over the directories (seeds of one check)
 """
 from __future__ import annotations
 
@@ -15,16 +16,23 @@ from pathlib import Path
 import polars as pl
 
 
-def slope_table(dirs: list[Path], probes: list[str], steps: list[int]) -> list[str]:
-    """Markdown rows (probe, t, one slope per directory); '–' where a check has no such slope."""
+def slope_table(dirs: list[Path], probes: list[str], steps: list[int], spread: bool = False) -> list[str]:
+    """Markdown rows (probe, t, one slope per directory); '–' where a check has no such slope. spread: one more
+    column, the mean and [min, max] over the directories (the same check with other seeds)."""
     slopes = [pl.read_csv(d / "slopes.csv") for d in dirs]
-    lines = ["| probe | t | " + " | ".join(d.name for d in dirs) + " |", "| --- | --- |" + " --- |" * len(dirs)]
+    extra = ["mean [min, max]"] if spread else []
+    lines = ["| probe | t | " + " | ".join([d.name for d in dirs] + extra) + " |",
+             "| --- | --- |" + " --- |" * (len(dirs) + len(extra))]
     for probe in probes:
         for step in steps:
-            cells = []
+            values = []
             for s in slopes:
                 hit = s.filter((pl.col("probe") == probe) & (pl.col("step") == step))["slope"]
-                cells.append(f"{hit[0]:+.2f}" if len(hit) else "–")
+                values.append(hit[0] if len(hit) else None)
+            cells = [f"{v:+.2f}" if v is not None else "–" for v in values]
+            if spread:
+                got = [v for v in values if v is not None]
+                cells.append(f"{sum(got) / len(got):+.2f} [{min(got):+.2f}, {max(got):+.2f}]" if got else "–")
             lines.append(f"| {probe} | {step} | " + " | ".join(cells) + " |")
     return lines
 
@@ -68,13 +76,16 @@ def main() -> None:
     p.add_argument("--steps", required=True, help="comma-separated steps")
     p.add_argument("--grads", type=int, default=None, metavar="STEP",
                    help="also the first check's gradient RMS per role and width at STEP")
+    p.add_argument("--spread", action="store_true",
+                   help="also the mean and [min, max] of each slope over the checks (the same check, other seeds)")
     p.add_argument("--local", action="store_true",
                    help="also the first check's change per width and the slopes between neighbouring widths")
     args = p.parse_args()
     for d in args.dirs:
         if not (d / "slopes.csv").is_file():
             raise SystemExit(f"slope_table: {d} has no slopes.csv")
-    print("\n".join(slope_table(args.dirs, args.probes.split(","), [int(s) for s in args.steps.split(",")])))
+    print("\n".join(slope_table(args.dirs, args.probes.split(","), [int(s) for s in args.steps.split(",")],
+                                args.spread)))
     if args.grads is not None:
         print()
         print("\n".join(grad_table(args.dirs[0], args.grads)))
