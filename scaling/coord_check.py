@@ -219,16 +219,18 @@ MATRIX_PROBES = ("dWx.", "dW.", "in.", "align.")  # sizes, not changes: recorded
 
 
 def matrix_probe_hooks(model: nn.Module) -> list:
-    """Forward hooks that tap, while recording, two probes for every module that applies a 2-D `weight` as x Wᵀ
+    """Forward hooks that tap, while recording, four numbers for every module that applies a 2-D `weight` as x Wᵀ
     (deltamup's Linear, nn.Linear), with ΔW = W_t − W_0 (W_0: its weight when the hooks are installed) and x_t its
     input now:
-    - dWx.<module> = ΔW x_t: the part of the matrix's output change (before any multiplier outside it) that its own
-      updates make. µP asks it to be Θ(1) for every hidden and gate matrix; the block's output probes add
-      W_0 (x_t − x_0) and the layers after it.
-    - dW.<module> = RMS(ΔW) and in.<module> = RMS(x_t), one number each;
-    - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)), one number: 1 where ΔW's rows line up with the
-      inputs, about fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0).
-    So the width slopes add up: dWx = align + dW + in + 1 (fan_in ∝ width)."""
+    - dWx.<module> = RMS(ΔW x_t): the part of the matrix's output change (before any multiplier outside it) that its
+      own updates make. µP asks it to be Θ(1) for every hidden and gate matrix; the block's output probes add
+      W_0 (x_t − x_0) and the layers after it;
+    - dW.<module> = RMS(ΔW) and in.<module> = RMS(x_t);
+    - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)): 1 where ΔW's rows line up with the inputs, about
+      fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0).
+    So the width slopes add up: dWx = align + dW + in + 1 (fan_in ∝ width). Each is tapped as one number (a row's
+    l1 is that number too): the recorder keeps no copy of an activation per matrix, so at a sweep's batch on a GPU
+    the probes cost little memory."""
     hooks = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
@@ -238,7 +240,7 @@ def matrix_probe_hooks(model: nn.Module) -> list:
                     x, dw = _first(args).detach(), m.weight.detach() - w0
                     dwx = F.linear(x, dw)
                     rms_dw, rms_x, rms_dwx = (t.float().pow(2).mean().sqrt().reshape(1) for t in (dw, x, dwx))
-                    tap("dWx." + name, dwx)
+                    tap("dWx." + name, rms_dwx)
                     tap("dW." + name, rms_dw)
                     tap("in." + name, rms_x)
                     tap("align." + name, rms_dwx / (dw.shape[1] * rms_dw * rms_x))
