@@ -24,6 +24,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from deltamup import parametrizations  # noqa: E402
+from deltamup.scaling.coord_check import MATRIX_PROBE_PATTERN  # noqa: E402
 
 from .plots import save  # noqa: E402
 
@@ -96,9 +97,11 @@ def _expected(result: CoordCheckResult, kind: str, step: int) -> float | None:
 
 
 def figure(result: CoordCheckResult, out: Path, name: str) -> list[Path]:
-    """name.{png,svg}: probe sizes against width at t = 0 and at the last step."""
+    """name.{png,svg}: probe sizes against width at t = 0 and at the last step (the per-matrix probes of
+    `--matrix-probes` left out: slopes.csv and coords.parquet hold them)."""
     sns.set_theme(style="whitegrid", context="notebook")
-    coords = result.coords.filter(pl.col("probe") != "loss").with_columns(
+    coords = result.coords.filter((pl.col("probe") != "loss")
+                                  & ~pl.col("probe").str.contains(MATRIX_PROBE_PATTERN)).with_columns(
         pl.col("probe").str.replace(BLOCK, "").alias("kind"))
     new_kinds = set(result.new["probe"].str.replace(BLOCK, "").to_list())
     documented_kinds = set(result.documented["probe"].str.replace(BLOCK, "").to_list())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -216,6 +217,7 @@ def install_probes(p: Parametrized) -> list:
 
 
 MATRIX_PROBES = ("dWx.", "dW.", "in.", "align.")  # sizes, not changes: recorded from t = 1
+MATRIX_PROBE_PATTERN = "^(" + "|".join(re.escape(p) for p in MATRIX_PROBES) + ")"  # for polars' str.contains
 
 
 def matrix_probe_hooks(model: nn.Module) -> list:

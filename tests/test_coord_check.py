@@ -189,3 +189,16 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
     assert not any(r["probe"].startswith(coord_check.MATRIX_PROBES) for r in coord_check.collect(
         coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw", (32, 64), steps=1,
                                device="cpu")))  # off by default
+
+
+def test_cli_prints_the_judged_slopes_and_counts_the_matrix_probes(tmp_path, capsys):
+    """--matrix-probes: the printed table stays the judged probes' (four numbers a matrix would bury it); one line
+    says how many per-matrix probes slopes.csv holds besides."""
+    out = tmp_path / "cc"
+    main(["coord-check", "-p", "gdn-mup", "--optimizer", "adamw", "--widths", "32,64", "--steps", "2", "--depth",
+          "1", "--device", "cpu", "--matrix-probes", "--out", str(out)])
+    printed = capsys.readouterr().out
+    n = pl.read_csv(out / "slopes.csv").filter(pl.col("probe").str.contains(coord_check.MATRIX_PROBE_PATTERN))
+    assert n["probe"].n_unique() > 0 and "dWx." not in printed and "align." not in printed
+    assert f"(and the slopes of {n['probe'].n_unique()} per-matrix probes, not judged:" in printed
+    assert "block0.mlp_out" in printed

@@ -135,8 +135,12 @@ def run(args: argparse.Namespace) -> int:
                                    if args.from_coords else None))
     result = coord.load(out)
     coord.figure(result, out, "coords")
+    matrix = slopes["probe"].str.contains(coord_check.MATRIX_PROBE_PATTERN)
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-        print(slopes.pivot(on="step", index="probe", values="slope").sort("probe"))
+        print(slopes.filter(~matrix).pivot(on="step", index="probe", values="slope").sort("probe"))
+    if matrix.any():
+        print(f"(and the slopes of {slopes.filter(matrix)['probe'].n_unique()} per-matrix probes, not judged: "
+              f"{out}/slopes.csv)")
     new, documented = result.new, result.documented
     print(f"{'PASS' if new.is_empty() else 'FAIL'}: {result.agree}/{result.judged} predicted slopes within their "
           f"bands, {len(documented)} documented deviations, {len(new)} new (slope of the size at t=0, of the change "
