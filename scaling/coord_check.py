@@ -77,7 +77,7 @@ class CoordCheck:
     data: str | None = None              # a prepared corpus (`deltamup data prepare`) to draw the batches from;
                                          # None: the embedded text sample (343 KB: a long check at a large batch
                                          # repeats it, e.g. every 21 steps at 16 × 1024 tokens)
-    matrix_probes: bool = False          # also dWx., dW., in., align.<module> per weight matrix (matrix_probe_hooks)
+    matrix_probes: bool = False          # also dWx., dW., in., align., srank.<module> per matrix (matrix_probe_hooks)
 
     def __post_init__(self) -> None:
         parametrizations.get(self.parametrization)
@@ -216,23 +216,27 @@ def install_probes(p: Parametrized) -> list:
             else modules[m].register_forward_hook(_tap_output(name)) for m, name, side in probe_sites(p)]
 
 
-MATRIX_PROBES = ("dWx.", "dW.", "in.", "align.")  # sizes, not changes: recorded from t = 1
+MATRIX_PROBES = ("dWx.", "dW.", "in.", "align.", "srank.")  # sizes, not changes: recorded from t = 1
 MATRIX_PROBE_PATTERN = "^(" + "|".join(re.escape(p) for p in MATRIX_PROBES) + ")"  # for polars' str.contains
 
 
 def matrix_probe_hooks(model: nn.Module) -> list:
-    """Forward hooks that tap, while recording, four numbers for every module that applies a 2-D `weight` as x Wᵀ
+    """Forward hooks that tap, while recording, five numbers for every module that applies a 2-D `weight` as x Wᵀ
     (deltamup's Linear, nn.Linear), with ΔW = W_t − W_0 (W_0: its weight when the hooks are installed) and x_t its
     input now:
     - dWx.<module> = RMS(ΔW x_t): the part of the matrix's output change (before any multiplier outside it) that its
       own updates make. µP asks it to be Θ(1) for every hidden and gate matrix; the block's output probes add
       W_0 (x_t − x_0) and the layers after it;
     - dW.<module> = RMS(ΔW) and in.<module> = RMS(x_t);
-    - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)): 1 where ΔW's rows line up with the inputs, about
-      fan_in^-½ where they are unrelated. µP's ΔW x = Θ(1) rests on it being Θ(1) (slope 0).
+    - align.<module> = RMS(ΔW x_t) / (fan_in · RMS(ΔW) · RMS(x_t)) = ‖ΔW X‖_F / (‖ΔW‖_F ‖X‖_F) (X: the batch's
+      inputs as columns): 1 where ΔW's rows line up with the inputs, about fan_in^-½ where they are unrelated. µP's
+      ΔW x = Θ(1) rests on it being Θ(1) (slope 0);
+    - srank.<module> = ‖ΔW‖_F² / ‖ΔW‖_2², ΔW's stable rank (1: rank one; its rank when the singular values are
+      equal). align ≤ srank^-½, so align = srank^-½ · ‖ΔW X‖_F / (‖ΔW‖_2 ‖X‖_F): an update that spreads over more
+      directions at wider widths lowers the alignment by half its rank's slope, whatever the inputs do.
     So the width slopes add up: dWx = align + dW + in + 1 (fan_in ∝ width). Each is tapped as one number (a row's
     l1 is that number too): the recorder keeps no copy of an activation per matrix, so at a sweep's batch on a GPU
-    the probes cost little memory."""
+    the probes cost little memory (srank costs one spectral norm of each matrix per recorded step)."""
     hooks = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
@@ -246,6 +250,8 @@ def matrix_probe_hooks(model: nn.Module) -> list:
                     tap("dW." + name, rms_dw)
                     tap("in." + name, rms_x)
                     tap("align." + name, rms_dwx / (dw.shape[1] * rms_dw * rms_x))
+                    dw = dw.float()
+                    tap("srank." + name, (dw.pow(2).sum() / torch.linalg.matrix_norm(dw, ord=2) ** 2).reshape(1))
             hooks.append(module.register_forward_hook(hook))
     return hooks
 
@@ -301,7 +307,7 @@ def measure_width(check: CoordCheck, width: int, batches: list, subject: Subject
     check.recorded() names); delta_rms is the RMS of x_t − x_0 on that batch, the change µP says must be Θ(1).
     Training step t uses batches[t + 1]. update.<role> rows hold the RMS of the weight update ΔW that led to each
     recorded step, grad.<role> rows the RMS of the gradient it was computed from (after clipping, if any); with
-    check.matrix_probes, dWx., dW., in. and align.<module> rows from t = 1 (matrix_probe_hooks)."""
+    check.matrix_probes, dWx., dW., in., align. and srank.<module> rows from t = 1 (matrix_probe_hooks)."""
     model, optimizer = subject.model, subject.optimizer
     device = check.torch_device
     batches = [tuple(t.to(device) for t in batch) for batch in batches]

@@ -167,10 +167,12 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
     w0 = {n: m.weight.detach().clone() for n, m in matrices.items()}
     batches = check.batches()
     rows = coord_check.measure_width(check, 64, batches, subject)
-    probed = [r for r in rows if r["probe"].startswith(("dWx.", "dW.", "in.", "align."))]
-    assert {r["probe"] for r in probed} == {f"{kind}.{n}" for n in matrices for kind in ("dWx", "dW", "in", "align")}
+    probed = [r for r in rows if r["probe"].startswith(("dWx.", "dW.", "in.", "align.", "srank."))]
+    kinds = ("dWx", "dW", "in", "align", "srank")
+    assert {r["probe"] for r in probed} == {f"{kind}.{n}" for n in matrices for kind in kinds}
     assert {r["step"] for r in probed} == {1, 2} and all(r["delta_rms"] == r["rms"] > 0 for r in probed)
     assert all(r["rms"] <= 1 for r in probed if r["probe"].startswith("align."))  # Cauchy–Schwarz
+    assert all(r["rms"] >= 1 - 1e-5 for r in probed if r["probe"].startswith("srank."))
     seen = {}
     hooks = [m.register_forward_hook(lambda mod, args, out, n=n: seen.__setitem__(n, args[0].detach()))
              for n, m in matrices.items()]
@@ -186,13 +188,16 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
         rms_dw, rms_x = dw.pow(2).mean().sqrt().item(), seen[n].pow(2).mean().sqrt().item()
         assert (last[f"dW.{n}"], last[f"in.{n}"]) == pytest.approx((rms_dw, rms_x), rel=1e-5), n
         assert last[f"align.{n}"] == pytest.approx(want / (dw.shape[1] * rms_dw * rms_x), rel=1e-5), n
+        sv = torch.linalg.svdvals(dw.double())
+        assert last[f"srank.{n}"] == pytest.approx((sv.pow(2).sum() / sv[0] ** 2).item(), rel=1e-4), n
+        assert last[f"align.{n}"] <= last[f"srank.{n}"] ** -0.5 * (1 + 1e-5), n  # align ≤ srank^-½
     assert not any(r["probe"].startswith(coord_check.MATRIX_PROBES) for r in coord_check.collect(
         coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw", (32, 64), steps=1,
                                device="cpu")))  # off by default
 
 
 def test_cli_prints_the_judged_slopes_and_counts_the_matrix_probes(tmp_path, capsys):
-    """--matrix-probes: the printed table stays the judged probes' (four numbers a matrix would bury it); one line
+    """--matrix-probes: the printed table stays the judged probes' (five numbers a matrix would bury it); one line
     says how many per-matrix probes slopes.csv holds besides."""
     out = tmp_path / "cc"
     main(["coord-check", "-p", "gdn-mup", "--optimizer", "adamw", "--widths", "32,64", "--steps", "2", "--depth",

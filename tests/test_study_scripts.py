@@ -292,3 +292,42 @@ def test_slope_table_spread_is_the_mean_and_range_over_the_checks(tmp_path: Path
     row = next(line for line in out.stdout.splitlines() if line.startswith("| block0.mlp_out"))
     assert [c.strip() for c in row.strip("|").split("|")] == ["block0.mlp_out", "100", "-0.40", "-0.10", "–",
                                                               "-0.25 [-0.40, -0.10]"]
+
+
+def test_slope_table_pool_averages_a_matrix_probe_over_blocks_and_checks(tmp_path: Path) -> None:
+    """slope_table.py --pool align: one row per matrix, the mean [min, max] of align.blocks.<i>.<matrix> over every
+    block and directory at each step; other probes and steps do not count; --probes and --pool exclude each other."""
+    dirs = []
+    for name, shift in (("s0", 0.0), ("s1", -0.2)):
+        d = tmp_path / name
+        d.mkdir()
+        rows = [dict(probe=f"align.blocks.{b}.mlp.down", step=100, slope=-0.1 * b + shift) for b in range(3)]
+        rows += [dict(probe="align.blocks.0.mlp.down", step=50, slope=9.0),
+                 dict(probe="dWx.blocks.0.mlp.down", step=100, slope=9.0),
+                 dict(probe="align.blocks.1.mixer.o_proj", step=100, slope=-0.5)]
+        pl.DataFrame(rows).write_csv(d / "slopes.csv")
+        dirs.append(str(d))
+    script = str(ROOT / "studies/coord-checks/slope_table.py")
+    out = subprocess.run([sys.executable, script, *dirs, "--pool", "align", "--steps", "100"],
+                         capture_output=True, text=True, check=True)
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.stdout.splitlines()[2:]}
+    assert rows == {"mixer.o_proj": "-0.50 [-0.50, -0.50]", "mlp.down": "-0.20 [-0.40, +0.00]"}
+    both = subprocess.run([sys.executable, script, *dirs, "--pool", "align", "--probes", "x", "--steps", "100"],
+                          capture_output=True, text=True)
+    assert both.returncode != 0 and "one of them" in both.stderr
+
+
+def test_slope_table_loss_lists_the_probe_batch_loss_per_width(tmp_path: Path) -> None:
+    """slope_table.py --loss: per check and step, the probe-batch loss of each width from coords.parquet ('–' for a
+    width a check lacks); other probes do not count."""
+    dirs = []
+    for name, widths in (("a", (32, 64)), ("b", (32,))):
+        d = tmp_path / name
+        d.mkdir()
+        rows = [dict(width=w, step=t, probe=probe, rms=w / 100 + t + (9.0 if probe != "loss" else 0.0))
+                for w in widths for t in (0, 5) for probe in ("loss", "block0.mlp_out")]
+        pl.DataFrame(rows).write_parquet(d / "coords.parquet")
+        dirs.append(str(d))
+    out = subprocess.run([sys.executable, str(ROOT / "studies/coord-checks/slope_table.py"), *dirs, "--loss",
+                          "--steps", "5"], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[2:] == ["| a | 5 | 5.320 | 5.640 |", "| b | 5 | 5.320 | – |"]

@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--matrix-probes", action="store_true",
                    help="also record, for every weight matrix, the RMS of (W_t − W_0) x_t (dWx.<module>: the part "
                         "of its output's change its own updates make), of W_t − W_0 (dW.), of x_t (in.) and their "
-                        "alignment (align.: 1 aligned, ~fan_in^-1/2 unrelated); in slopes.csv, not judged")
+                        "alignment (align.: 1 aligned, ~fan_in^-1/2 unrelated) and the stable rank of W_t − W_0 "
+                        "(srank.); in slopes.csv, not judged")
     p.add_argument("--out", required=True, help="directory for coords.parquet, slopes.csv, check.json, coords.png")
     p.add_argument("--raw", action="store_true",
                    help="only measure and write coords.parquet (pyarrow; for machines without polars)")

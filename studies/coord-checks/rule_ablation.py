@@ -4,8 +4,10 @@ Runs the CPU coordinate check for GDN-µP and for copies of its table with one r
 the probes concerned. A variant is a copy of the table, never an edit. Default: the 20-step check under SGD (widths
 128…1024, lr 0.03), Gated DeltaNet. With --long: the 100-step checks of studies/coord-checks/long (widths 128–512,
 cosine with 10 warm-up steps to 0.1 × the LR, probes every 10 steps; SGD at the SGD study's optimum 2^-5 without
-clipping, AdamW at 2^-9 with clipping 1.0 and weight decay 0.1). --model deltaproduct: DeltaProduct₂; --widths and
---seed: other widths (e.g. 128,256,512,1024) and another seed.
+clipping, AdamW at 2^-9 with clipping 1.0 and weight decay 0.1). --model deltaproduct: DeltaProduct₂; --widths,
+--seed, --depth: other widths (e.g. 128,256,512,1024), another seed, another depth; --matrix-probes: the per-matrix
+probes (dWx., dW., in., align., srank.); --out DIR: each variant's coordinate-check folder (coords.parquet, slopes.csv,
+check.json) in DIR/<variant>-s<seed>, for slope_table.py.
 
     python3 studies/coord-checks/rule_ablation.py [variant ...] > cpu-fp32-128-1024/sgd-rule-ablation.txt
     python3 studies/coord-checks/rule_ablation.py --long gdn-mup "hidden LR x1/sqrt(m)" > long/sgd-rule-ablation.txt
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+from pathlib import Path
 
 import polars as pl
 
@@ -41,6 +45,10 @@ VARIANTS = {
                                                                    lr={"adamw": m**-1.5, "sgd": m**-0.5})},
     "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
                                                                     lr=BASE.rules[Role.GATE_MATRIX].lr)},
+    # the hidden matrices' AdamW LR exponent −0.7 instead of µP's −1: undoes the d^-0.3 by which their accumulated
+    # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long, "Alignment")
+    "hidden AdamW LR x m^0.3": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init,
+                                                      lr={"adamw": m**-0.7, "sgd": 1})},
     "no readout multiplier": "readout",
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
@@ -52,8 +60,8 @@ MODELS = {"gdn": ModelConfig(kind="gdn", depth=2), "deltaproduct": ModelConfig(k
 
 
 def main(names: list[str], long: bool, optimizer: str, model: str, widths: tuple[int, ...] | None = None,
-         seed: int = 0) -> None:
-    settings = dict(LONG[optimizer] if long else SHORT, seed=seed)
+         seed: int = 0, depth: int = 2, matrix_probes: bool = False, out: Path | None = None) -> None:
+    settings = dict(LONG[optimizer] if long else SHORT, seed=seed, matrix_probes=matrix_probes)
     if widths:
         settings["widths"] = widths
     shown = [10, 20, 50, 100] if long else [1, 4, 6, 8, 10, 15, 20]
@@ -67,9 +75,12 @@ def main(names: list[str], long: bool, optimizer: str, model: str, widths: tuple
         else:
             variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **change})
         tables.REGISTRY[variant.name] = variant
-        check = coord_check.CoordCheck(MODELS[model], variant.name, optimizer, device="cpu", **settings)
+        config = dataclasses.replace(MODELS[model], depth=depth)
+        check = coord_check.CoordCheck(config, variant.name, optimizer, device="cpu", **settings)
         coords = coord_check.run(check)
         slopes = coord_check.fit_slopes(coords, variant.name, optimizer)
+        if out is not None:
+            coord_check.write(check, coords, slopes, out / f"{re.sub(r'[^a-z0-9.]+', '-', name.lower())}-s{seed}")
         table = slopes.filter(pl.col("probe").is_in(probes) & pl.col("step").is_in(shown))
         print(f"== {name}")
         with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_rows=-1):
@@ -90,8 +101,13 @@ if __name__ == "__main__":
     parser.add_argument("--widths", type=lambda s: tuple(int(w) for w in s.split(",")), default=None,
                         help="comma-separated widths instead of the check's (e.g. 128,256,512,1024)")
     parser.add_argument("--seed", type=int, default=0, help="the models' init and the batches")
+    parser.add_argument("--depth", type=int, default=2, help="blocks (default 2)")
+    parser.add_argument("--matrix-probes", action="store_true", help="also the per-matrix probes (dWx., dW., in., align., srank.)")
+    parser.add_argument("--out", type=Path, default=None, help="write each variant's check to OUT/<variant>-s<seed>")
     args = parser.parse_args()
     names = args.variants or list(VARIANTS)
     if unknown := [n for n in names if n not in VARIANTS]:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    main(names, args.long, args.optimizer, args.model, args.widths, args.seed)
+    if args.depth < 1:
+        parser.error(f"--depth must be at least 1, got {args.depth}")
+    main(names, args.long, args.optimizer, args.model, args.widths, args.seed, args.depth, args.matrix_probes, args.out)

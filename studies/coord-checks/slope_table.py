@@ -6,6 +6,8 @@ widths (a finite-width correction shrinks from narrow to wide pairs; an exponent
     python3 studies/coord-checks/slope_table.py studies/coord-checks/eps/gdn-mup-eps1e-8 \
         studies/coord-checks/eps/gdn-mup-adameps --probes block1.mixer_out,block1.mlp_out --steps 1,5,10 [--grads 1]
     … --spread       # one more column: the mean and [min, max] over the directories (seeds of one check)
+    slope_table.py DIR… --pool align --steps 10,50,100   # a per-matrix probe pooled over blocks and directories
+    slope_table.py DIR… --loss --steps 10,100            # the probe-batch loss per width, one row per check and step
 """
 from __future__ import annotations
 
@@ -34,6 +36,37 @@ def slope_table(dirs: list[Path], probes: list[str], steps: list[int], spread: b
                 got = [v for v in values if v is not None]
                 cells.append(f"{sum(got) / len(got):+.2f} [{min(got):+.2f}, {max(got):+.2f}]" if got else "–")
             lines.append(f"| {probe} | {step} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def pooled_table(dirs: list[Path], kind: str, steps: list[int]) -> list[str]:
+    """Markdown rows (matrix, then per step the mean [min, max] of the slope of `kind`.blocks.<i>.<matrix> over every
+    block i and every directory): a per-matrix probe (--matrix-probes: dWx, dW, in, align, srank) pooled over depth."""
+    slopes = pl.concat([pl.read_csv(d / "slopes.csv").select("probe", "step", "slope") for d in dirs])
+    rows = (slopes.filter(pl.col("probe").str.starts_with(f"{kind}.blocks.") & pl.col("step").is_in(steps))
+            .with_columns(matrix=pl.col("probe").str.replace(r"^[^.]+\.blocks\.\d+\.", "")))
+    lines = [f"| {kind}: matrix | " + " | ".join(f"t = {t}" for t in steps) + " |",
+             "| --- |" + " --- |" * len(steps)]
+    for matrix in sorted(rows["matrix"].unique().to_list()):
+        cells = []
+        for step in steps:
+            got = rows.filter((pl.col("matrix") == matrix) & (pl.col("step") == step))["slope"].drop_nulls()
+            cells.append(f"{got.mean():+.2f} [{got.min():+.2f}, {got.max():+.2f}]" if len(got) else "–")
+        lines.append(f"| {matrix} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def loss_table(dirs: list[Path], steps: list[int]) -> list[str]:
+    """Markdown rows (check, t, the probe-batch loss per width): the held-out batch every probe is read on."""
+    coords = {d: pl.read_parquet(d / "coords.parquet").filter(pl.col("probe") == "loss") for d in dirs}
+    widths = sorted({w for c in coords.values() for w in c["width"].unique().to_list()})
+    lines = ["| check | t | " + " | ".join(f"width {w}" for w in widths) + " |",
+             "| --- | --- |" + " --- |" * len(widths)]
+    for d, c in coords.items():
+        for step in steps:
+            at = dict(c.filter(pl.col("step") == step).select("width", "rms").iter_rows())
+            lines.append(f"| {d.name} | {step} | " + " | ".join(f"{at[w]:.3f}" if w in at else "–" for w in widths)
+                         + " |")
     return lines
 
 
@@ -72,7 +105,10 @@ def local_table(directory: Path, probes: list[str], steps: list[int]) -> list[st
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", type=Path, nargs="+", help="coordinate-check directories (each with slopes.csv)")
-    p.add_argument("--probes", required=True, help="comma-separated probe names, e.g. block1.mlp_out")
+    p.add_argument("--probes", default=None, help="comma-separated probe names, e.g. block1.mlp_out")
+    p.add_argument("--loss", action="store_true", help="instead: the probe-batch loss per width at --steps")
+    p.add_argument("--pool", choices=("dWx", "dW", "in", "align", "srank"), default=None,
+                   help="instead: this per-matrix probe's slope per matrix, pooled over blocks and the directories")
     p.add_argument("--steps", required=True, help="comma-separated steps")
     p.add_argument("--grads", type=int, default=None, metavar="STEP",
                    help="also the first check's gradient RMS per role and width at STEP")
@@ -82,8 +118,16 @@ def main() -> None:
                    help="also the first check's change per width and the slopes between neighbouring widths")
     args = p.parse_args()
     for d in args.dirs:
-        if not (d / "slopes.csv").is_file():
-            raise SystemExit(f"slope_table: {d} has no slopes.csv")
+        if not (d / ("coords.parquet" if args.loss else "slopes.csv")).is_file():
+            raise SystemExit(f"slope_table: {d} has no {'coords.parquet' if args.loss else 'slopes.csv'}")
+    if [args.probes is not None, args.pool is not None, args.loss].count(True) != 1:
+        raise SystemExit("slope_table: give --probes, --pool or --loss (one of them)")
+    if args.loss:
+        print("\n".join(loss_table(args.dirs, [int(s) for s in args.steps.split(",")])))
+        return
+    if args.pool is not None:
+        print("\n".join(pooled_table(args.dirs, args.pool, [int(s) for s in args.steps.split(",")])))
+        return
     print("\n".join(slope_table(args.dirs, args.probes.split(","), [int(s) for s in args.steps.split(",")],
                                 args.spread)))
     if args.grads is not None:
