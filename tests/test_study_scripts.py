@@ -312,6 +312,12 @@ def test_slope_table_pool_averages_a_matrix_probe_over_blocks_and_checks(tmp_pat
                          capture_output=True, text=True, check=True)
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.stdout.splitlines()[2:]}
     assert rows == {"mixer.o_proj": "-0.50 [-0.50, -0.50]", "mlp.down": "-0.20 [-0.40, +0.00]"}
+    for name, k in (("s0", 1.0), ("s1", 2.0)):  # --pair: the slope between two widths, from coords.parquet
+        pl.DataFrame([dict(width=w, step=100, probe="srank.blocks.0.mlp.up", rms=1.0, delta_rms=(w / 64) ** (k / 4))
+                      for w in (64, 128, 256)]).write_parquet(tmp_path / name / "coords.parquet")
+    paired = subprocess.run([sys.executable, script, *dirs, "--pool", "srank", "--pair", "128,256", "--steps", "100"],
+                            capture_output=True, text=True, check=True)
+    assert paired.stdout.splitlines()[2] == "| mlp.up | +0.38 [+0.25, +0.50] |"
     both = subprocess.run([sys.executable, script, *dirs, "--pool", "align", "--probes", "x", "--steps", "100"],
                           capture_output=True, text=True)
     assert both.returncode != 0 and "one of them" in both.stderr

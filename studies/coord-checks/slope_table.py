@@ -7,6 +7,7 @@ widths (a finite-width correction shrinks from narrow to wide pairs; an exponent
         studies/coord-checks/eps/gdn-mup-adameps --probes block1.mixer_out,block1.mlp_out --steps 1,5,10 [--grads 1]
     … --spread       # one more column: the mean and [min, max] over the directories (seeds of one check)
     slope_table.py DIR… --pool align --steps 10,50,100   # a per-matrix probe pooled over blocks and directories
+    … --pool align --pair 512,1024                       # … its slope between two widths only
     slope_table.py DIR… --loss --steps 10,100            # the probe-batch loss per width, one row per check and step
 """
 from __future__ import annotations
@@ -39,13 +40,25 @@ def slope_table(dirs: list[Path], probes: list[str], steps: list[int], spread: b
     return lines
 
 
-def pooled_table(dirs: list[Path], kind: str, steps: list[int]) -> list[str]:
+def pair_slopes(directory: Path, pair: tuple[int, int]) -> pl.DataFrame:
+    """(probe, step, slope): the log-log slope of each probe's size between two widths of one check (coords.parquet;
+    a probe's size is its change RMS(x_t − x_0), which for the per-matrix probes is the value itself)."""
+    a, b = pair
+    coords = pl.read_parquet(directory / "coords.parquet").filter(pl.col("width").is_in(pair))
+    wide = coords.pivot(on="width", index=["probe", "step"], values="delta_rms")
+    return wide.select("probe", "step", slope=(pl.col(str(b)) / pl.col(str(a))).log() / math.log(b / a))
+
+
+def pooled_table(dirs: list[Path], kind: str, steps: list[int], pair: tuple[int, int] | None = None) -> list[str]:
     """Markdown rows (matrix, then per step the mean [min, max] of the slope of `kind`.blocks.<i>.<matrix> over every
-    block i and every directory): a per-matrix probe (--matrix-probes: dWx, dW, in, align, srank) pooled over depth."""
-    slopes = pl.concat([pl.read_csv(d / "slopes.csv").select("probe", "step", "slope") for d in dirs])
+    block i and every directory): a per-matrix probe (--matrix-probes: dWx, dW, in, align, srank) pooled over depth.
+    pair: the slope between those two widths instead of the fitted one over all widths."""
+    slopes = pl.concat([pair_slopes(d, pair) if pair else pl.read_csv(d / "slopes.csv").select("probe", "step", "slope")
+                        for d in dirs])
     rows = (slopes.filter(pl.col("probe").str.starts_with(f"{kind}.blocks.") & pl.col("step").is_in(steps))
             .with_columns(matrix=pl.col("probe").str.replace(r"^[^.]+\.blocks\.\d+\.", "")))
-    lines = [f"| {kind}: matrix | " + " | ".join(f"t = {t}" for t in steps) + " |",
+    title = f"{kind}: matrix" + (f" ({pair[0]} → {pair[1]})" if pair else "")
+    lines = [f"| {title} | " + " | ".join(f"t = {t}" for t in steps) + " |",
              "| --- |" + " --- |" * len(steps)]
     for matrix in sorted(rows["matrix"].unique().to_list()):
         cells = []
@@ -106,6 +119,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dirs", type=Path, nargs="+", help="coordinate-check directories (each with slopes.csv)")
     p.add_argument("--probes", default=None, help="comma-separated probe names, e.g. block1.mlp_out")
+    p.add_argument("--pair", default=None, help="with --pool: the slope between these two widths, e.g. 512,1024")
     p.add_argument("--loss", action="store_true", help="instead: the probe-batch loss per width at --steps")
     p.add_argument("--pool", choices=("dWx", "dW", "in", "align", "srank"), default=None,
                    help="instead: this per-matrix probe's slope per matrix, pooled over blocks and the directories")
@@ -126,7 +140,10 @@ def main() -> None:
         print("\n".join(loss_table(args.dirs, [int(s) for s in args.steps.split(",")])))
         return
     if args.pool is not None:
-        print("\n".join(pooled_table(args.dirs, args.pool, [int(s) for s in args.steps.split(",")])))
+        pair = tuple(int(w) for w in args.pair.split(",")) if args.pair else None
+        if pair is not None and len(pair) != 2:
+            raise SystemExit(f"slope_table: --pair takes two widths, got {args.pair}")
+        print("\n".join(pooled_table(args.dirs, args.pool, [int(s) for s in args.steps.split(",")], pair)))
         return
     print("\n".join(slope_table(args.dirs, args.probes.split(","), [int(s) for s in args.steps.split(",")],
                                 args.spread)))
