@@ -167,7 +167,7 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
     w0 = {n: m.weight.detach().clone() for n, m in matrices.items()}
     batches = check.batches()
     rows = coord_check.measure_width(check, 64, batches, subject)
-    probed = [r for r in rows if r["probe"].startswith(("dWx.", "dW.", "in.", "align.", "srank."))]
+    probed = [r for r in rows if r["probe"].startswith(coord_check.MATRIX_PROBES)]
     kinds = ("dWx", "dW", "in", "align", "srank")
     assert {r["probe"] for r in probed} == {f"{kind}.{n}" for n in matrices for kind in kinds}
     assert {r["step"] for r in probed} == {1, 2} and all(r["delta_rms"] == r["rms"] > 0 for r in probed)

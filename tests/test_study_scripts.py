@@ -321,6 +321,12 @@ def test_slope_table_pool_averages_a_matrix_probe_over_blocks_and_checks(tmp_pat
     both = subprocess.run([sys.executable, script, *dirs, "--pool", "align", "--probes", "x", "--steps", "100"],
                           capture_output=True, text=True)
     assert both.returncode != 0 and "one of them" in both.stderr
+    for bad, said in ((["--pool", "srank", "--pair", "128,512"], "has no width [512]"),
+                      (["--probes", "x", "--pair", "128,256"], "--pair goes with --pool"),
+                      (["--pool", "align", "--spread"], "go with --probes")):
+        refused = subprocess.run([sys.executable, script, *dirs, *bad, "--steps", "100"], capture_output=True,
+                                 text=True)
+        assert refused.returncode != 0 and said in refused.stderr and not refused.stdout, bad
 
 
 def test_slope_table_loss_lists_the_probe_batch_loss_per_width(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ VARIANTS = {
     "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
                                                                     lr=BASE.rules[Role.GATE_MATRIX].lr)},
     # the hidden matrices' AdamW LR exponent −0.7 instead of µP's −1: undoes the d^-0.3 by which their accumulated
-    # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long, "Alignment")
+    # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long/README.md, "Depth 8: every hidden matrix's update lines up less with its input")
     "hidden AdamW LR x m^0.3": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init,
                                                       lr={"adamw": m**-0.7, "sgd": 1})},
     "no readout multiplier": "readout",

@@ -45,6 +45,8 @@ def pair_slopes(directory: Path, pair: tuple[int, int]) -> pl.DataFrame:
     a probe's size is its change RMS(x_t − x_0), which for the per-matrix probes is the value itself)."""
     a, b = pair
     coords = pl.read_parquet(directory / "coords.parquet").filter(pl.col("width").is_in(pair))
+    if missing := set(pair) - set(coords["width"].unique().to_list()):
+        raise SystemExit(f"slope_table: {directory} has no width {sorted(missing)}")
     wide = coords.pivot(on="width", index=["probe", "step"], values="delta_rms")
     return wide.select("probe", "step", slope=(pl.col(str(b)) / pl.col(str(a))).log() / math.log(b / a))
 
@@ -136,6 +138,10 @@ def main() -> None:
             raise SystemExit(f"slope_table: {d} has no {'coords.parquet' if args.loss else 'slopes.csv'}")
     if [args.probes is not None, args.pool is not None, args.loss].count(True) != 1:
         raise SystemExit("slope_table: give --probes, --pool or --loss (one of them)")
+    if args.pair is not None and args.pool is None:
+        raise SystemExit("slope_table: --pair goes with --pool")
+    if (args.spread or args.grads is not None or args.local) and args.probes is None:
+        raise SystemExit("slope_table: --spread, --grads and --local go with --probes")
     if args.loss:
         print("\n".join(loss_table(args.dirs, [int(s) for s in args.steps.split(",")])))
         return
