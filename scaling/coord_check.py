@@ -354,8 +354,10 @@ def _per_role_rms(width: int, step: int, kind: str, roles: dict[int, Role],
             for name, (s, n) in sq.items()]
 
 
-def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) -> list[dict]:
-    """coords rows: one per (width, step, probe) with rms, l1 and delta_rms (plain dicts: no polars needed)."""
+def collect(check: CoordCheck, progress: Callable[[str], None] | None = None,
+            keep: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """coords rows: one per (width, step, probe) with rms, l1 and delta_rms (plain dicts: no polars needed).
+    keep, when given, receives every row so far after each width (so a killed check loses one width at most)."""
     batches = check.batches()
     on_cpu = check.model_factory is not None and check.torch_device.type == "cpu"
     with reference_ops() if on_cpu else contextlib.nullcontext():  # fla's / Qwen3-Next's GPU-only kernels
@@ -365,21 +367,27 @@ def collect(check: CoordCheck, progress: Callable[[str], None] | None = None) ->
             if progress:
                 progress(f"width {width}")
             rows += measure_width(check, width, batches, subjects.pop(width))
+            if keep:
+                keep(rows)
     return rows
 
 
-def run(check: CoordCheck, progress: Callable[[str], None] | None = None) -> pl.DataFrame:
+def run(check: CoordCheck, progress: Callable[[str], None] | None = None,
+        keep: Callable[[list[dict]], None] | None = None) -> pl.DataFrame:
     import polars as pl
 
-    return pl.DataFrame(collect(check, progress))
+    return pl.DataFrame(collect(check, progress, keep))
 
 
 def write_rows(rows: list[dict], path: Path) -> None:
-    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image)."""
+    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image); written beside and
+    renamed into place, so a kill mid-write leaves the previous file whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    partial = path.with_name(path.name + ".partial")
+    pq.write_table(pa.Table.from_pylist(rows), partial)
+    partial.replace(path)
 
 
 SLOPES_SCHEMA = {"probe": "String", "step": "Int64", "slope": "Float64", "expected": "String", "ok": "Boolean",

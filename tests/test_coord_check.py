@@ -196,6 +196,21 @@ def test_matrix_probes_are_each_matrix_own_update_applied_to_its_input():
                                device="cpu")))  # off by default
 
 
+def test_every_finished_width_is_kept_as_the_check_goes(tmp_path):
+    """keep sees the rows so far after each width (the CLI rewrites coords.parquet with them), so a check killed in
+    its widest width keeps the narrower ones; the file is renamed into place, never left half-written."""
+    path, seen = tmp_path / "coords.parquet", []
+
+    def keep(rows):
+        coord_check.write_rows(rows, path)
+        seen.append(sorted(pl.read_parquet(path)["width"].unique().to_list()))
+
+    rows = coord_check.collect(coord_check.CoordCheck(ModelConfig(kind="gdn", depth=1), "gdn-mup", "adamw",
+                                                      (32, 64, 96), steps=1, device="cpu"), keep=keep)
+    assert seen == [[32], [32, 64], [32, 64, 96]]
+    assert pl.read_parquet(path).height == len(rows) and list(tmp_path.iterdir()) == [path]
+
+
 def test_cli_prints_the_judged_slopes_and_counts_the_matrix_probes(tmp_path, capsys):
     """--matrix-probes: the printed table stays the judged probes' (five numbers a matrix would bury it); one line
     says how many per-matrix probes slopes.csv holds besides."""

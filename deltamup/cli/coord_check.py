@@ -114,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {check.steps} steps of {check.batch_size} × {check.seq_len} tokens read the embedded sample "
               f"{check.sample_repeats():.1f} times over: late steps fit a memorised text; --data DIR draws from a "
               "prepared corpus", file=sys.stderr, flush=True)
+    keep = lambda rows: coord_check.write_rows(rows, out / "coords.parquet")  # noqa: E731  (each width as it ends)
     if args.raw:
-        coord_check.write_rows(coord_check.collect(check, progress), out / "coords.parquet")
+        coord_check.collect(check, progress, keep)
         print(f"wrote {out}/coords.parquet; analyse it with --from-coords")
         return 0
     import polars as pl
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             problem = f"--from-coords: {args.from_coords} is not a coords.parquet ({type(e).__name__})"
             raise ValueError(problem) from None
     else:
-        coords = coord_check.run(check, progress)
+        coords = coord_check.run(check, progress, keep)
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer, check.model_kind)
     coord_check.write(check, coords, slopes, out,
                       measured_on=(f"measured elsewhere ({Path(args.from_coords).parent.name})"
