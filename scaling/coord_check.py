@@ -236,7 +236,8 @@ def matrix_probe_hooks(model: nn.Module) -> list:
       directions at wider widths lowers the alignment by half its rank's slope, whatever the inputs do.
     So the width slopes add up: dWx = align + dW + in + 1 (fan_in ∝ width). Each is tapped as one number (a row's
     l1 is that number too): the recorder keeps no copy of an activation per matrix, so at a sweep's batch on a GPU
-    the probes cost little memory (srank costs one spectral norm of each matrix per recorded step)."""
+    the probes cost little memory (srank: a float64 Gram matrix of ΔW's smaller side and its top eigenvalue, one a
+    matrix per recorded step)."""
     hooks = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
@@ -250,8 +251,9 @@ def matrix_probe_hooks(model: nn.Module) -> list:
                     tap("dW." + name, rms_dw)
                     tap("in." + name, rms_x)
                     tap("align." + name, rms_dwx / (dw.shape[1] * rms_dw * rms_x))
-                    dw = dw.float()
-                    tap("srank." + name, (dw.pow(2).sum() / torch.linalg.matrix_norm(dw, ord=2) ** 2).reshape(1))
+                    d = dw.double()  # ‖ΔW‖_2² = the Gram matrix's top eigenvalue: far cheaper than an SVD on a GPU
+                    gram = d @ d.T if d.shape[0] <= d.shape[1] else d.T @ d
+                    tap("srank." + name, (gram.trace() / torch.linalg.eigvalsh(gram)[-1]).float().reshape(1))
             hooks.append(module.register_forward_hook(hook))
     return hooks
 
