@@ -139,13 +139,14 @@ class Sweep:
         return study_name(self.path, "sweep")
 
 
-def data_sources(trials: pl.DataFrame) -> dict[str | None, int]:
-    """Trials per data fingerprint (the record's `data`; None: not recorded), most first: more than one key means the
-    sweep's trials did not all train on the same data."""
+def sources(trials: pl.DataFrame, column: str) -> dict[str | None, int]:
+    """Trials per fingerprint in column, most first: "data" (the record's data fingerprint) or "code" (the code that
+    trained them); None: not recorded. More than one key: the sweep's trials did not all train on the same data, or
+    were not all trained by the same code."""
     if trials.is_empty():
         return {}
-    column = trials["data"] if "data" in trials.columns else pl.Series("data", [None] * len(trials), dtype=pl.Utf8)
-    return dict(column.value_counts(sort=True).iter_rows())
+    values = trials[column] if column in trials.columns else pl.Series(column, [None] * len(trials), dtype=pl.Utf8)
+    return dict(values.value_counts(sort=True).iter_rows())
 
 
 def load_sweep(path: str | Path) -> Sweep:

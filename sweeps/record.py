@@ -10,7 +10,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
     model         every models.ModelConfig field but width (kind, depth, heads, householder, …)
     config        task (a name, or its spec as JSON text), data (its data's fingerprint, scaling.data.data_fingerprint:
                   a prepared corpus's tokens sha256, 16 hex digits; None where the task has none or the record
-                  predates it), max_steps, batch_size, seq_len, beta1, beta2, workers (data-parallel ranks:
+                  predates it), code (scaling.code.code_fingerprint: the sources of deltamup.kernels, .models,
+                  .parametrizations and .scaling with torch's and Triton's versions, 16 hex digits; None where the
+                  record predates it), max_steps, batch_size, seq_len, beta1, beta2, workers (data-parallel ranks:
                   resources.workers_per_trial), sharding (theirs: "ddp" | "fsdp", resources.sharding) and every
                   scaling.train.TrainConfig field but optimizer, lr, seed, steps, betas (weight_decay, …)
     metrics       status ("ok" | "diverged" | "pruned" | "error"; any other text counts as not finished), error
@@ -51,7 +53,7 @@ SCHEMA = "deltamup.trial/1"
 FINISHED = ("ok", "diverged", "pruned")  # decided: never run again (pruned: stopped by an Optuna pruner)
 IDENTITY = ("trial_id", "phase", "run", "parametrization", "optimizer", "width", "lr", "seed")
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name != "width")
-CONFIG_FIELDS = ("task", "data", "max_steps", "batch_size", "seq_len", "beta1", "beta2", "workers", "sharding",
+CONFIG_FIELDS = ("task", "data", "code", "max_steps", "batch_size", "seq_len", "beta1", "beta2", "workers", "sharding",
                  *(f.name for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("optimizer", "lr", "seed", "steps", "betas")))
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",

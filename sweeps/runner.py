@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamup.console import writable_dir
+from deltamup.scaling.code import code_fingerprint
 from deltamup.scaling.data import data_fingerprint, get_task
 
 from . import store
@@ -124,6 +125,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
     with store.driver_lock(out):
         prepare_dir(spec, out, resume)
         warn_if_other_data(spec, out)
+        warn_if_other_code(out)
         wait = once(beside_start() if beside_start is not None else (lambda: None))
         try:
             return run_missing(spec, out, address, num_cpus, progress_every, wait)
@@ -144,6 +146,16 @@ def warn_if_other_data(spec: SweepSpec, out: Path) -> None:
     if current is not None and recorded - {current}:
         print(f"warning: {out}'s finished trials trained on data {', '.join(sorted(recorded))}; this run's task reads "
               f"{current}: the sweep would mix them (pin the corpus with tokens_sha256 to refuse other data)")
+
+
+def warn_if_other_code(out: Path) -> None:
+    """One line when DIR's finished trials recorded code (the record's `code`, scaling.code.code_fingerprint) other
+    than this process's: the sweep would mix trials that different kernels, models or training loops trained."""
+    recorded = {r.config["code"] for r in store.read_trials(out) if r.finished and r.config.get("code")}
+    current = code_fingerprint()
+    if recorded - {current}:
+        print(f"warning: {out}'s finished trials were trained by code {', '.join(sorted(recorded))}; this run's is "
+              f"{current}: the sweep would mix them (`deltamup report` counts the trials of each)")
 
 
 def once(fn: Callable[[], None]) -> Callable[[], None]:

@@ -106,17 +106,18 @@ def test_a_version_1_record_names_its_identity_in_full() -> None:
     assert TrialRecord.from_row({"trial_id": "t", "status": "ok"}).key == "t"  # version 0: partial rows load
 
 
-def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Path, capsys) -> None:
-    """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, a config column of the record,
-    through the trial's own functions (train, record, store); a run of the sweep on other data says it would mix
-    them, one on the same data says nothing."""
+def test_a_trial_on_a_prepared_corpus_records_its_data_and_code_fingerprints(tmp_path: Path, capsys) -> None:
+    """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, and `code`, the fingerprint of
+    the code that trained it, config columns of the record, through the trial's own functions (train, record,
+    store); a run of the sweep on other data, or by other code, says it would mix them; the same says nothing."""
     import dataclasses
 
     import torch
 
+    from deltamup.scaling.code import code_fingerprint
     from deltamup.scaling.data.inputs import text_files
     from deltamup.scaling.data.prepare import prepare
-    from deltamup.sweeps.runner import warn_if_other_data
+    from deltamup.sweeps.runner import warn_if_other_code, warn_if_other_data
     from deltamup.sweeps.trial import train_and_evaluate, trial_record
 
     (tmp_path / "a.txt").write_text("fingerprinted corpus text " * 400)
@@ -134,7 +135,9 @@ def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Pat
                                                         "node_id": "test", "started_at": 0.0, "finished_at": 1.0}))
     record = TrialRecord.from_row(store.read_records(out)[0])
     assert record.config["data"] == sha[:16] and record.status == "ok"
+    assert record.config["code"] == code_fingerprint() and len(record.config["code"]) == 16
     warn_if_other_data(spec, out)
+    warn_if_other_code(out)
     assert capsys.readouterr().out == ""
     (tmp_path / "b.txt").write_text("another corpus, other bytes " * 400)
     other = prepare(text_files([str(tmp_path / "b.txt")]), tmp_path / "d", progress=False)["tokens_sha256"]
@@ -142,3 +145,37 @@ def test_a_trial_on_a_prepared_corpus_records_its_data_fingerprint(tmp_path: Pat
     assert capsys.readouterr().out == (f"warning: {out}'s finished trials trained on data {sha[:16]}; this run's task "
                                        f"reads {other[:16]}: the sweep would mix them (pin the corpus with "
                                        "tokens_sha256 to refuse other data)\n")
+    result = next((out / "results").glob("*.json"))  # as if an earlier version of the code had trained it
+    result.write_text(result.read_text().replace(code_fingerprint(), "0123456789abcdef"))
+    warn_if_other_code(out)
+    assert capsys.readouterr().out == (f"warning: {out}'s finished trials were trained by code 0123456789abcdef; this "
+                                       f"run's is {code_fingerprint()}: the sweep would mix them (`deltamup report` "
+                                       "counts the trials of each)\n")
+
+
+def test_the_code_fingerprint_follows_the_sources_not_their_times(tmp_path: Path) -> None:
+    """An edit, a new file, a move or other versions change the fingerprint; rewriting a file's same bytes (its
+    mtime) does not; the process's fingerprint is the one of its own package folders."""
+    import importlib
+    import os
+
+    from deltamup.scaling.code import PACKAGES, _version, code_fingerprint, fingerprint_of
+
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "a.py").write_text("x = 1\n")
+    (tmp_path / "m").mkdir()
+    roots = {"kernels": tmp_path / "k", "models": tmp_path / "m"}
+    first = fingerprint_of(roots, "torch 1")
+    os.utime(tmp_path / "k" / "a.py", (1, 1))
+    assert fingerprint_of(roots, "torch 1") == first
+    assert fingerprint_of(roots, "torch 2") != first
+    (tmp_path / "k" / "a.py").write_text("x = 2\n")
+    edited = fingerprint_of(roots, "torch 1")
+    assert edited != first
+    (tmp_path / "k" / "a.py").rename(tmp_path / "m" / "a.py")
+    assert fingerprint_of(roots, "torch 1") not in (first, edited)
+    (tmp_path / "m" / "b.py").write_text("")
+    moved_and_added = fingerprint_of(roots, "torch 1")
+    assert len({first, edited, moved_and_added}) == 3
+    real = {name: Path(importlib.import_module(f"deltamup.{name}").__file__).parent for name in PACKAGES}
+    assert code_fingerprint() == fingerprint_of(real, f"torch {_version('torch')}; triton {_version('triton')}")

@@ -36,24 +36,29 @@ def test_report_prints_optima_and_where_the_page_is(report: tuple[Path, str]) ->
     folder, out = report
     assert f"report: {folder / 'index.html'}" in out
     assert "incomplete: 1 of 216 grid trials have no result yet" in out
-    assert "1 optima lie on the LR grid's edge" in out and "not all on the same recorded data" not in out
+    assert "1 optima lie on the LR grid's edge" in out and "trials not all" not in out
     assert (folder / "index.html").is_file()
 
 
-def test_report_says_when_trials_did_not_all_record_the_same_data(tmp_path: Path, capsys) -> None:
+def test_report_says_when_trials_did_not_all_record_the_same_data_or_code(tmp_path: Path, capsys) -> None:
     """Trials whose records name different data (a prepared corpus's tokens sha256) or none: one line saying how
-    many trained on which; the synthetic sweep above, with no data recorded, prints none."""
+    many trained on which, and one for the code that trained them; the synthetic sweep above, with neither
+    recorded, prints none."""
     import polars as pl
     from test_analysis import synthetic_trials
 
     trials = synthetic_trials()
     n = len(trials)
     data = ["042b5cd422b837d2"] * 3 + ["e3218175aa000000"] * (n - 5) + [None] * 2
-    sweep = write_sweep(tmp_path / "sweep", trials.with_columns(pl.Series("data", data)))
+    code = ["00000000000000aa"] * (n - 1) + ["00000000000000bb"]
+    sweep = write_sweep(tmp_path / "sweep", trials.with_columns(pl.Series("data", data), pl.Series("code", code)))
     assert main(["report", str(sweep), "--out", str(tmp_path / "rep")]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("trials not all on the same"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("trials not all on the same"))
     assert line.endswith(f"tokens sha256): e3218175aa000000 ({n - 5} trials), 042b5cd422b837d2 (3 trials), "
                          "not recorded (2 trials)")
+    line = next(x for x in out if x.startswith("trials not all trained by the same code"))
+    assert line.endswith(f"scaling/code.py): 00000000000000aa ({n - 1} trials), 00000000000000bb (1 trials)")
 
 
 def test_report_of_a_non_sweep_fails_with_one_line(tmp_path: Path, capsys) -> None:
