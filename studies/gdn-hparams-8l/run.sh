@@ -10,8 +10,9 @@
 #                 SP (no hparams) at 2^-8 (its width-256 optimum in the 8-layer study) and 2^-10 (its 1024 optimum)
 #       transfer-edge  width 1024, seeds 0–2: one octave beyond the variant's 3-seed optimum there if that is the
 #                 highest or lowest LR `transfer` ran
-#       default   width 1024, seeds 0–2: the default (1, 1) at 2^-8 (its 1024 optimum in the 8-layer study), so
-#                 that the report pairs it with the tuned variant by seed within this sweep
+#       default   width 1024, seeds 0–2, 2^-9 and 2^-8 (the two deciding LRs): the default (1, 1) and the tuned
+#                 variant side by side in DIR-default, trained by one code (a code change can move a loss by more
+#                 than the seeds do: studies/coord-checks/long-8l), so that the report pairs them by seed
 set -eu
 trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2
@@ -78,7 +79,13 @@ for PART in "$@"; do
         echo "width 1024: output_mult $O, init_mult $I, at 2^$E (beyond its optimum on the grid's edge)"
         sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" --set "lrs=$(lrs "$E")"
       done < <(ranked 3 edge 1024) ;;
-    default) sweep --set 'widths=[1024]' --set 'hparams={output_mult: [1], init_mult: [1]}' --set "lrs=$(lrs -8)" ;;
+    default)
+      read -r O I _ < <(ranked 3 | head -1)
+      for H in "1 1" "$O $I"; do
+        read -r O1 I1 <<< "$H"
+        sweep_to "${DIR%/}-default" --set 'widths=[1024]' --set "hparams={output_mult: [$O1], init_mult: [$I1]}" \
+                 --set "lrs=$(lrs -9 -8)"
+      done ;;
     *) echo "unknown part $PART (base, seeds, edge, transfer, transfer-edge, default)" >&2; exit 2 ;;
   esac
 done
