@@ -40,6 +40,7 @@ from .train import TrainConfig, lm_loss, make_optimizer, optimizer_step
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 DEFAULT_LR = {"adamw": 1e-2, "sgd": 0.03}
 VERDICTS = ("ok", "documented", "new")
@@ -381,15 +382,30 @@ def run(check: CoordCheck, progress: Callable[[str], None] | None = None,
     return pl.DataFrame(collect(check, progress, keep))
 
 
-def write_rows(rows: list[dict], path: Path) -> None:
-    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image); written beside and
-    renamed into place, so a kill mid-write leaves the previous file whole."""
+CODE_KEY = b"deltamup.code"  # coords.parquet's schema metadata: the code that measured it (scaling/code.py)
+
+
+def write_rows(rows: list[dict] | pa.Table, path: Path, code: str | None = None) -> None:
+    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image), the fingerprint of the
+    code that measured it in its metadata; written beside and renamed into place, so a kill mid-write leaves the
+    previous file whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
+    if code is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), CODE_KEY: code.encode()})
     partial = path.with_name(path.name + ".partial")
-    pq.write_table(pa.Table.from_pylist(rows), partial)
+    pq.write_table(table, partial)
     partial.replace(path)
+
+
+def measured_by(path: Path) -> str | None:
+    """The fingerprint of the code that measured a coords.parquet (None: not recorded)."""
+    import pyarrow.parquet as pq
+
+    code = (pq.read_schema(path).metadata or {}).get(CODE_KEY)
+    return code.decode() if code is not None else None
 
 
 SLOPES_SCHEMA = {"probe": "String", "step": "Int64", "slope": "Float64", "expected": "String", "ok": "Boolean",
@@ -424,12 +440,12 @@ def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str, kind:
 
 
 def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path,
-          measured_on: str | None = None) -> None:
+          measured_on: str | None = None, code: str | None = None) -> None:
     """coords.parquet, slopes.csv and check.json (what ran: the run's name, parametrization, optimizer, widths,
-    steps, lr, model, where it was measured) in `out`; measured_on names the machine (default: this check's device
-    and precision)."""
+    steps, lr, model, where it was measured and by which code) in `out`; measured_on names the machine (default:
+    this check's device and precision), code the fingerprint of the code that measured it (scaling/code.py)."""
     out.mkdir(parents=True, exist_ok=True)
-    coords.write_parquet(out / "coords.parquet")
+    write_rows(coords.to_arrow(), out / "coords.parquet", code)
     slopes.write_csv(out / "slopes.csv")
     if measured_on is None:
         precision = "bf16" if (check.bf16 and check.torch_device.type == "cuda") else "fp32"
@@ -439,5 +455,6 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
                 schedule=check.schedule, warmup_steps=check.warmup_steps, min_lr_ratio=check.min_lr_ratio,
                 grad_clip=check.grad_clip, weight_decay=check.weight_decay, eps=check.eps, every=check.every,
                 data=check.data or "sample",
-                model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on)
+                model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on,
+                code=code)
     (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -121,6 +121,29 @@ def test_check_fails_only_on_new_deviations(tmp_path, capsys, exponents, code, p
     assert len(result.new) == code
 
 
+def test_a_check_names_the_code_that_measured_it(tmp_path, capsys):
+    """--raw keeps the fingerprint of the measuring code in coords.parquet's metadata and --from-coords carries it
+    into check.json, so a check measured on a GPU and analysed elsewhere says which code measured it; coords from
+    elsewhere without one say null."""
+    import json
+
+    from deltamup.scaling.code import code_fingerprint
+
+    tiny = ["--depth", "1", "--heads", "1", "--base-width", "16", "--widths", "16,32", "--steps", "1",
+            "--batch-size", "2", "--seq-len", "16", "--device", "cpu"]
+    assert main(["coord-check", *tiny, "--raw", "--out", str(tmp_path / "gpu")]) == 0
+    raw = tmp_path / "gpu" / "coords.parquet"
+    assert coord_check.measured_by(raw) == code_fingerprint()
+    assert main(["coord-check", *tiny, "--from-coords", str(raw), "--out", str(tmp_path / "cc")]) == 0
+    assert json.loads((tmp_path / "cc" / "check.json").read_text())["code"] == code_fingerprint()
+    assert coord_check.measured_by(tmp_path / "cc" / "coords.parquet") == code_fingerprint()
+    pl.read_parquet(raw).write_parquet(tmp_path / "bare.parquet")  # written by other code: no metadata
+    assert main(["coord-check", *tiny, "--from-coords", str(tmp_path / "bare.parquet"), "--out",
+                 str(tmp_path / "cc2")]) == 0
+    assert json.loads((tmp_path / "cc2" / "check.json").read_text())["code"] is None
+    capsys.readouterr()
+
+
 def test_every_documented_deviation_points_into_the_docs():
     text = (Path(__file__).resolve().parents[1] / deviations.DOC.split("#")[0]).read_text()
     section = text[text.index("## Where the measurement disagrees"):]

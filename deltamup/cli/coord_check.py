@@ -19,6 +19,7 @@ from deltamup.cli.common import (
 )
 from deltamup.console import writable_dir
 from deltamup.scaling import coord_check
+from deltamup.scaling.code import code_fingerprint
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {check.steps} steps of {check.batch_size} × {check.seq_len} tokens read the embedded sample "
               f"{check.sample_repeats():.1f} times over: late steps fit a memorised text; --data DIR draws from a "
               "prepared corpus", file=sys.stderr, flush=True)
-    keep = lambda rows: coord_check.write_rows(rows, out / "coords.parquet")  # noqa: E731  (each width as it ends)
+    code = coord_check.measured_by(Path(args.from_coords)) if args.from_coords else code_fingerprint()
+    keep = lambda rows: coord_check.write_rows(rows, out / "coords.parquet", code)  # noqa: E731  (each width's end)
     if args.raw:
         coord_check.collect(check, progress, keep)
         print(f"wrote {out}/coords.parquet; analyse it with --from-coords")
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer, check.model_kind)
     coord_check.write(check, coords, slopes, out,
                       measured_on=(f"measured elsewhere ({Path(args.from_coords).parent.name})"
-                                   if args.from_coords else None))
+                                   if args.from_coords else None), code=code)
     result = coord.load(out)
     coord.figure(result, out, "coords")
     matrix = slopes["probe"].str.contains(coord_check.MATRIX_PROBE_PATTERN)
