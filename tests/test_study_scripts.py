@@ -343,3 +343,39 @@ def test_slope_table_loss_lists_the_probe_batch_loss_per_width(tmp_path: Path) -
     out = subprocess.run([sys.executable, str(ROOT / "studies/coord-checks/slope_table.py"), *dirs, "--loss",
                           "--steps", "5"], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[2:] == ["| a | 5 | 5.320 | 5.640 |", "| b | 5 | 5.320 | – |"]
+
+
+def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
+    """studies/recheck.py: a trial pairs with the same grid point and seed in the other sweep (an LR equal to 6
+    digits of its log2 too, as an older rounded record's), finished on both sides; per point the mean rerun −
+    original with a t interval over the seeds, none for one seed; a directory that is not a sweep is one line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recheck", ROOT / "studies/recheck.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def trials(rows: list[tuple], code: str | None) -> pl.DataFrame:
+        return pl.DataFrame([{"parametrization": p, "optimizer": "adamw", "width": 1024, "lr": lr, "seed": s,
+                              "hparams": "", "status": st, "val_loss": v, "code": code} for p, lr, s, st, v in rows])
+
+    original = trials([("sp", 2.0**-10 * (1 + 1e-9), 0, "ok", 1.0), ("sp", 2.0**-10, 1, "ok", 1.1),
+                       ("sp", 2.0**-10, 2, "ok", 1.2), ("gdn-mup", 2.0**-8, 0, "ok", 0.9),
+                       ("gdn-mup", 2.0**-8, 1, "diverged", math.inf)], None)
+    rerun = trials([("sp", 2.0**-10, 0, "ok", 1.01), ("sp", 2.0**-10, 1, "ok", 1.12), ("sp", 2.0**-10, 2, "ok", 1.23),
+                    ("gdn-mup", 2.0**-8, 0, "ok", 0.85), ("gdn-mup", 2.0**-8, 1, "ok", 0.8),
+                    ("gdn-mup", 2.0**-7, 0, "ok", 0.7)], "0123456789abcdef")
+    paired = module.pairs(original, rerun)
+    assert paired.height == 4 and paired["code_rerun"].unique().to_list() == ["0123456789abcdef"]
+    rows = {r["parametrization"]: r for r in module.summary(paired).iter_rows(named=True)}
+    assert rows["sp"]["seeds"] == [0, 1, 2] and rows["sp"]["diffs"] == pytest.approx([0.01, 0.02, 0.03])
+    from deltamup.reports.intervals import student_t
+
+    half = student_t(2) * 0.01 / math.sqrt(3)  # the reports' 90% interval of a mean over 3 seeds (t ≈ 2.92)
+    assert half == pytest.approx(2.92 * 0.01 / math.sqrt(3), rel=0.015)
+    assert (rows["sp"]["mean_diff"], rows["sp"]["lo"], rows["sp"]["hi"]) == pytest.approx((0.02, 0.02 - half,
+                                                                                           0.02 + half), rel=1e-4)
+    assert rows["gdn-mup"]["diffs"] == pytest.approx([-0.05]) and math.isnan(rows["gdn-mup"]["lo"])
+    run = subprocess.run([sys.executable, str(ROOT / "studies/recheck.py"), str(tmp_path), str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr

@@ -26,6 +26,9 @@
 #              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
 #              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
 #              4x optimum is one of the outer two LRs, one more LR beyond it
+#       recheck SP and GDN-µP at width 1024, each at its optimum there, seeds 0–2, re-run by the code at hand into
+#              DIR-recheck (the same trial ids): `python3 studies/recheck.py DIR DIR-recheck` says how far the code
+#              and the run moved them; run it beside any later part, whose trials another code trains
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -105,6 +108,12 @@ for PART in "$@"; do
       sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
       plan "$X" edges0
       [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
-    *) echo "unknown part $PART (base, wide, edge, w2048, mech, others, mid, depth4, long)" >&2; exit 2 ;;
+    recheck)
+      b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -8)
+      for PE in "sp $b" "gdn-mup $g"; do
+        read -r P E <<< "$PE"
+        sweep_to "${DIR%/}-recheck" --set 'widths=[1024]' --set "parametrizations=[$P]" --set "lrs=$(lrs "$E")"
+      done ;;
+    *) echo "unknown part $PART (base, wide, edge, w2048, mech, others, mid, depth4, long, recheck)" >&2; exit 2 ;;
   esac
 done
