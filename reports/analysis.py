@@ -149,6 +149,22 @@ def sources(trials: pl.DataFrame, column: str) -> dict[str | None, int]:
     return dict(values.value_counts(sort=True).iter_rows())
 
 
+MIXES = (("data", "on the same recorded data (the record's data, a prepared corpus's tokens sha256)"),
+         ("code", "trained by the same code (the record's code, scaling/code.py)"))
+
+
+def mixes(trials: pl.DataFrame) -> list[str]:
+    """A line for each fingerprint column (data, code) whose values differ across the trials, counting the trials of
+    each ("not recorded" for none); no line where every trial shares one."""
+    lines = []
+    for column, what in MIXES:
+        counts = sources(trials, column)
+        if len(counts) > 1:
+            lines.append(f"trials not all {what}: "
+                         + ", ".join(f"{k or 'not recorded'} ({n} trials)" for k, n in counts.items()))
+    return lines
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep directory; ValueError naming what is missing when it is not one. Trials come from the engine's
     results/ (one record per finished trial, checked against sweeps/record.py's schema, so a running sweep's report

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.console import duration
-from deltamup.reports.analysis import Analysis, analyze, load_sweep, restrict, write_tables
+from deltamup.reports.analysis import Analysis, analyze, load_sweep, mixes, restrict, write_tables
 from deltamup.sweeps import cost
 from deltamup.sweeps.cost import first_step_text
 
@@ -69,6 +69,7 @@ def _status(a: Analysis) -> str:
         parts.append(f'<p class="note">Skipped {len(a.sweep.skipped)} damaged result file(s), moved to '
                      f"results/quarantine/ (their trials count as missing; --resume reruns them): "
                      f"{_html.escape(', '.join(a.sweep.skipped))}</p>")
+    parts += [f'<p class="note">{_html.escape(line[0].upper() + line[1:])}.</p>' for line in mixes(a.sweep.trials)]
     if not a.failed.is_empty():
         parts.append('<p class="note">Failed trials (errors, not divergence; left out of the optima): '
                      f'{len(a.failed)}</p>'

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from deltamup.reports.analysis import Analysis
+from deltamup.reports.analysis import Analysis, mixes
 from deltamup.reports.head_to_head import describe
 from deltamup.reports.interpretation import interpretation, interval, lr_interval
 
@@ -57,6 +57,7 @@ def summary_markdown(a: Analysis) -> str:
                   f"fewest any width's optimum rests on, and how its interval was made (seeds: bootstrap over "
                   f"seeds; fit: over the fit, with an assumed noise). Losses: the grid's best {a.metric} per width. "
                   f"Every metric's verdict: verdicts.csv.{missing}"]
+    lines += [line for mixed in mixes(a.sweep.trials) for line in ("", f"{mixed[0].upper() + mixed[1:]}.")]
     if not a.head_to_head.is_empty():
         lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]
         lines += [f"- {describe(r)}" for r in a.head_to_head.iter_rows(named=True)]

@@ -59,6 +59,10 @@ def test_report_says_when_trials_did_not_all_record_the_same_data_or_code(tmp_pa
                          "not recorded (2 trials)")
     line = next(x for x in out if x.startswith("trials not all trained by the same code"))
     assert line.endswith(f"scaling/code.py): 00000000000000aa ({n - 1} trials), 00000000000000bb (1 trials)")
+    summary, page = (tmp_path / "rep" / "summary.md").read_text(), (tmp_path / "rep" / "index.html").read_text()
+    assert f"Trials not all trained by the same code (the record's code, scaling/code.py): 00000000000000aa " \
+           f"({n - 1} trials), 00000000000000bb (1 trials)." in summary
+    assert "Trials not all on the same recorded data" in summary and "Trials not all trained by the same" in page
 
 
 def test_report_of_a_non_sweep_fails_with_one_line(tmp_path: Path, capsys) -> None:

@@ -97,7 +97,7 @@ def print_verdicts(a) -> None:
 def run_report(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from deltamup.reports.analysis import load_sweep, restrict, sources
+    from deltamup.reports.analysis import load_sweep, mixes, restrict
     from deltamup.reports.report import build_report
 
     sweep = load_sweep(args.sweep_dir)  # bad input: one line before any work
@@ -113,12 +113,8 @@ def run_report(args: argparse.Namespace) -> int:
     if a.sweep.skipped:
         print(f"skipped {len(a.sweep.skipped)} damaged result file(s) (in {args.sweep_dir}/results/quarantine/; "
               f"`deltamup sweep {args.sweep_dir} --resume` reruns their trials)")
-    for column, what in (("data", "on the same recorded data (the record's data, a prepared corpus's tokens sha256)"),
-                         ("code", "trained by the same code (the record's code, scaling/code.py)")):
-        counts = sources(a.sweep.trials, column)
-        if len(counts) > 1:
-            print(f"trials not all {what}: "
-                  + ", ".join(f"{k or 'not recorded'} ({n} trials)" for k, n in counts.items()))
+    for line in mixes(a.sweep.trials):
+        print(line)
     bounds = a.optima.filter(pl.col("bound"))
     if not bounds.is_empty():
         print(f"{len(bounds)} optima lie on the LR grid's edge (bounds, not values): extend the grid")
