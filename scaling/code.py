@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 from importlib import metadata
 from pathlib import Path
 
@@ -40,7 +41,5 @@ def code_fingerprint() -> str:
     """The fingerprint of this process's deltamup.kernels, .models, .parametrizations and .scaling sources with the
     installed torch's and Triton's versions (a docstring's edit counts too: equal means the same code, unequal may
     still train the same numbers)."""
-    import importlib
-
     roots = {name: Path(importlib.import_module(f"deltamup.{name}").__file__).parent for name in PACKAGES}
     return fingerprint_of(roots, f"torch {_version('torch')}; triton {_version('triton')}")

@@ -252,7 +252,7 @@ def matrix_probe_hooks(model: nn.Module) -> list:
                     tap("dW." + name, rms_dw)
                     tap("in." + name, rms_x)
                     tap("align." + name, rms_dwx / (dw.shape[1] * rms_dw * rms_x))
-                    d = dw.double()  # ‖ΔW‖_2² = the Gram matrix's top eigenvalue: far cheaper than an SVD on a GPU
+                    d = dw.double()  # ‖ΔW‖_2² = the top eigenvalue of the Gram matrix of ΔW's smaller side (no SVD)
                     gram = d @ d.T if d.shape[0] <= d.shape[1] else d.T @ d
                     tap("srank." + name, (gram.trace() / torch.linalg.eigvalsh(gram)[-1]).float().reshape(1))
             hooks.append(module.register_forward_hook(hook))

@@ -191,11 +191,11 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
                    checkpointing=trial_checkpointing(cfg, val_losses))
     if tracker is not None:
         tracker.grad_norms(result.grad_norms)
-    data = {"data": data_fingerprint(task), "code": code_fingerprint()}
+    fingerprints = {"data": data_fingerprint(task), "code": code_fingerprint()}
     if result.diverged:
-        return result, val_losses, params, data
+        return result, val_losses, params, fingerprints
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
-    return result, val_losses, params, data | metrics
+    return result, val_losses, params, fingerprints | metrics
 
 
 def trial_checkpointing(cfg: dict[str, Any], val_losses: dict[str, float]) -> Checkpointing | None:

@@ -3,7 +3,7 @@
 # the installed one on the GPU machine (did a code change move the numbers?). Writes OUT/deltamup/ (the commit's
 # deltamup/ with its kernels/, models/, parametrizations/, scaling/, sweeps/, reports/ inside, as its pyproject maps
 # them); run it there with `python3 maintainers/gpu/run_tree.py OUT deltamup-ARGS…`.
-#   bash maintainers/gpu/tree.sh COMMIT OUT          e.g. bash maintainers/gpu/tree.sh 74f4efa .gpu/trees/74f4efa
+#   bash maintainers/gpu/tree.sh COMMIT OUT          e.g. bash maintainers/gpu/tree.sh HEAD~20 .gpu/trees/HEAD-20
 set -eu
 (( $# == 2 )) || { echo "usage: tree.sh COMMIT OUT" >&2; exit 2; }
 commit=$1 out=$2

@@ -46,7 +46,8 @@ VARIANTS = {
     "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
                                                                     lr=BASE.rules[Role.GATE_MATRIX].lr)},
     # the hidden matrices' AdamW LR exponent −0.7 instead of µP's −1: undoes the d^-0.3 by which their accumulated
-    # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long/README.md, "Depth 8: every hidden matrix's update lines up less with its input")
+    # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long/README.md, "Depth 8: every
+    # hidden matrix's update lines up less with its input")
     "hidden AdamW LR x m^0.3": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init,
                                                       lr={"adamw": m**-0.7, "sgd": 1})},
     "no readout multiplier": "readout",
@@ -102,7 +103,8 @@ if __name__ == "__main__":
                         help="comma-separated widths instead of the check's (e.g. 128,256,512,1024)")
     parser.add_argument("--seed", type=int, default=0, help="the models' init and the batches")
     parser.add_argument("--depth", type=int, default=2, help="blocks (default 2)")
-    parser.add_argument("--matrix-probes", action="store_true", help="also the per-matrix probes (dWx., dW., in., align., srank.)")
+    parser.add_argument("--matrix-probes", action="store_true",
+                        help="also the per-matrix probes (dWx., dW., in., align., srank.)")
     parser.add_argument("--out", type=Path, default=None, help="write each variant's check to OUT/<variant>-s<seed>")
     args = parser.parse_args()
     names = args.variants or list(VARIANTS)
