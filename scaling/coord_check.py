@@ -33,6 +33,7 @@ from deltamup.models.reference_ops import reference_ops
 from deltamup.models.taps import record, recording, tap
 from deltamup.parametrizations import Parametrized, RoleMap, build_model, parametrize
 
+from .code import code_fingerprint
 from .data.corpus import Corpus
 from .data.sample import sample_batches, sample_tokens
 from .deviations import documented
@@ -110,6 +111,12 @@ class CoordCheck:
     def corpus(self) -> Corpus:
         """The prepared corpus the batches come from (only with `data`), opened once."""
         return Corpus(path=self.data)
+
+    def provenance(self) -> dict[str, str | None]:
+        """The fingerprints of this process's code and of the batches' data (PROVENANCE): two checks read the same
+        batches only where the data's agree (the probe batch's loss differs by more than a code change between
+        builds of one corpus)."""
+        return {"code": code_fingerprint(), "data": self.corpus.fingerprint if self.data is not None else None}
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The steps + 1 batches (inputs [B, T], targets [B, T]): [0] is the probe batch, [t + 1] trains step t."""
@@ -382,30 +389,34 @@ def run(check: CoordCheck, progress: Callable[[str], None] | None = None,
     return pl.DataFrame(collect(check, progress, keep))
 
 
-CODE_KEY = b"deltamup.code"  # coords.parquet's schema metadata: the code that measured it (scaling/code.py)
+PROVENANCE = ("code", "data")  # what measured a check: the code's fingerprint (scaling/code.py) and the data's
+#                                 (a prepared corpus's tokens sha256, 16 hex digits; None: the embedded sample);
+#                                 kept in coords.parquet's schema metadata as deltamup.code and deltamup.data
 
 
-def write_rows(rows: list[dict] | pa.Table, path: Path, code: str | None = None) -> None:
-    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image), the fingerprint of the
-    code that measured it in its metadata; written beside and renamed into place, so a kill mid-write leaves the
-    previous file whole."""
+def write_rows(rows: list[dict] | pa.Table, path: Path, provenance: dict[str, str | None] | None = None) -> None:
+    """coords.parquet with pyarrow alone (for machines without polars, e.g. the GPU image), the fingerprints of the
+    code and data that measured it (PROVENANCE) in its metadata; written beside and renamed into place, so a kill
+    mid-write leaves the previous file whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
-    if code is not None:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), CODE_KEY: code.encode()})
+    kept = {f"deltamup.{k}".encode(): v.encode() for k, v in (provenance or {}).items() if v is not None}
+    if kept:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kept})
     partial = path.with_name(path.name + ".partial")
     pq.write_table(table, partial)
     partial.replace(path)
 
 
-def measured_by(path: Path) -> str | None:
-    """The fingerprint of the code that measured a coords.parquet (None: not recorded)."""
+def provenance_of(path: Path) -> dict[str, str | None]:
+    """The fingerprints of the code and data that measured a coords.parquet (PROVENANCE; None: not recorded)."""
     import pyarrow.parquet as pq
 
-    code = (pq.read_schema(path).metadata or {}).get(CODE_KEY)
-    return code.decode() if code is not None else None
+    metadata = pq.read_schema(path).metadata or {}
+    return {k: (v.decode() if (v := metadata.get(f"deltamup.{k}".encode())) is not None else None)
+            for k in PROVENANCE}
 
 
 SLOPES_SCHEMA = {"probe": "String", "step": "Int64", "slope": "Float64", "expected": "String", "ok": "Boolean",
@@ -440,12 +451,14 @@ def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str, kind:
 
 
 def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path,
-          measured_on: str | None = None, code: str | None = None) -> None:
+          measured_on: str | None = None, provenance: dict[str, str | None] | None = None) -> None:
     """coords.parquet, slopes.csv and check.json (what ran: the run's name, parametrization, optimizer, widths,
-    steps, lr, model, where it was measured and by which code) in `out`; measured_on names the machine (default:
-    this check's device and precision), code the fingerprint of the code that measured it (scaling/code.py)."""
+    steps, lr, model, where it was measured, by which code on which data) in `out`; measured_on names the machine
+    (default: this check's device and precision), provenance the fingerprints of the code and data that measured it
+    (PROVENANCE; default: this process's code and this check's data)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_rows(coords.to_arrow(), out / "coords.parquet", code)
+    provenance = provenance if provenance is not None else check.provenance()
+    write_rows(coords.to_arrow(), out / "coords.parquet", provenance)
     slopes.write_csv(out / "slopes.csv")
     if measured_on is None:
         precision = "bf16" if (check.bf16 and check.torch_device.type == "cuda") else "fp32"
@@ -456,5 +469,5 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
                 grad_clip=check.grad_clip, weight_decay=check.weight_decay, eps=check.eps, every=check.every,
                 data=check.data or "sample",
                 model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on,
-                code=code)
+                code=provenance.get("code"), data_fingerprint=provenance.get("data"))
     (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -121,26 +121,37 @@ def test_check_fails_only_on_new_deviations(tmp_path, capsys, exponents, code, p
     assert len(result.new) == code
 
 
-def test_a_check_names_the_code_that_measured_it(tmp_path, capsys):
-    """--raw keeps the fingerprint of the measuring code in coords.parquet's metadata and --from-coords carries it
-    into check.json, so a check measured on a GPU and analysed elsewhere says which code measured it; coords from
-    elsewhere without one say null."""
+def test_a_check_names_the_code_and_data_that_measured_it(tmp_path, capsys):
+    """--raw keeps the fingerprints of the measuring code and of the corpus the batches came from in coords.parquet's
+    metadata and --from-coords carries them into check.json, so a check measured on a GPU and analysed elsewhere says
+    which code measured it on which data (two builds of one corpus draw other probe batches); the embedded sample
+    has no data fingerprint, coords from elsewhere without any say null."""
     import json
 
     from deltamup.scaling.code import code_fingerprint
+    from deltamup.scaling.data.inputs import text_files
+    from deltamup.scaling.data.prepare import prepare
 
+    (tmp_path / "a.txt").write_text("a corpus the check draws from " * 400)
+    sha = prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)["tokens_sha256"]
     tiny = ["--depth", "1", "--heads", "1", "--base-width", "16", "--widths", "16,32", "--steps", "1",
             "--batch-size", "2", "--seq-len", "16", "--device", "cpu"]
-    assert main(["coord-check", *tiny, "--raw", "--out", str(tmp_path / "gpu")]) == 0
+    measured = {"code": code_fingerprint(), "data": sha[:16]}
+    corpus = ["--data", str(tmp_path / "corpus")]
+    assert main(["coord-check", *tiny, *corpus, "--raw", "--out", str(tmp_path / "gpu")]) == 0
     raw = tmp_path / "gpu" / "coords.parquet"
-    assert coord_check.measured_by(raw) == code_fingerprint()
+    assert coord_check.provenance_of(raw) == measured
     assert main(["coord-check", *tiny, "--from-coords", str(raw), "--out", str(tmp_path / "cc")]) == 0
-    assert json.loads((tmp_path / "cc" / "check.json").read_text())["code"] == code_fingerprint()
-    assert coord_check.measured_by(tmp_path / "cc" / "coords.parquet") == code_fingerprint()
+    meta = json.loads((tmp_path / "cc" / "check.json").read_text())
+    assert (meta["code"], meta["data_fingerprint"]) == (measured["code"], measured["data"])
+    assert coord_check.provenance_of(tmp_path / "cc" / "coords.parquet") == measured
+    assert main(["coord-check", *tiny, "--out", str(tmp_path / "sample")]) == 0
+    assert coord_check.provenance_of(tmp_path / "sample" / "coords.parquet") == {"code": measured["code"], "data": None}
     pl.read_parquet(raw).write_parquet(tmp_path / "bare.parquet")  # written by other code: no metadata
     assert main(["coord-check", *tiny, "--from-coords", str(tmp_path / "bare.parquet"), "--out",
                  str(tmp_path / "cc2")]) == 0
-    assert json.loads((tmp_path / "cc2" / "check.json").read_text())["code"] is None
+    meta = json.loads((tmp_path / "cc2" / "check.json").read_text())
+    assert meta["code"] is None and meta["data_fingerprint"] is None
     capsys.readouterr()
 
 

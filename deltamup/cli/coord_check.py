@@ -19,7 +19,6 @@ from deltamup.cli.common import (
 )
 from deltamup.console import writable_dir
 from deltamup.scaling import coord_check
-from deltamup.scaling.code import code_fingerprint
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -115,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {check.steps} steps of {check.batch_size} × {check.seq_len} tokens read the embedded sample "
               f"{check.sample_repeats():.1f} times over: late steps fit a memorised text; --data DIR draws from a "
               "prepared corpus", file=sys.stderr, flush=True)
-    code = coord_check.measured_by(Path(args.from_coords)) if args.from_coords else code_fingerprint()
-    keep = lambda rows: coord_check.write_rows(rows, out / "coords.parquet", code)  # noqa: E731  (each width's end)
+    provenance = coord_check.provenance_of(Path(args.from_coords)) if args.from_coords else check.provenance()
+    keep = lambda rows: coord_check.write_rows(rows, out / "coords.parquet", provenance)  # noqa: E731  (each width)
     if args.raw:
         coord_check.collect(check, progress, keep)
         print(f"wrote {out}/coords.parquet; analyse it with --from-coords")
@@ -136,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     slopes = coord_check.fit_slopes(coords, args.parametrization, args.optimizer, check.model_kind)
     coord_check.write(check, coords, slopes, out,
                       measured_on=(f"measured elsewhere ({Path(args.from_coords).parent.name})"
-                                   if args.from_coords else None), code=code)
+                                   if args.from_coords else None), provenance=provenance)
     result = coord.load(out)
     coord.figure(result, out, "coords")
     matrix = slopes["probe"].str.contains(coord_check.MATRIX_PROBE_PATTERN)
