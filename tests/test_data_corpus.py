@@ -123,3 +123,56 @@ def test_prepare_with_bpe_writes_the_tokenizer_beside_the_tokens(tmp_path):
     ids = open_tokens(out / "tokens.bin", manifest["dtype"])
     assert tok.decode(ids) == (tmp_path / "a.txt").read_text() + "\n\n"
     assert json.loads((out / "manifest.json").read_text())["tokens"] == len(ids)
+
+
+def fake_wheel(folder: Path, name: str, version: str, docstring: str) -> Path:
+    """A pure-Python wheel of `name` at `version` whose one module holds `docstring` (for pip --find-links)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}_mod/__init__.py": f'"""{docstring}"""\n',
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def test_like_rebuilds_a_corpus_of_other_versions_and_checks_its_tokens(tmp_path, monkeypatch, capsys):
+    """`data prepare --like MANIFEST` reads each source at the version the manifest lists: one installed here at
+    another version comes from pip (here a local wheel: pip's --find-links, no index) into the data cache, and the
+    build must reproduce the manifest's tokens sha256; a second rebuild reads the cache without pip. Another
+    Python's standard library, or a version pip cannot fetch, is one line before any build."""
+    from deltamup.cli import main
+
+    docstring = "A sentence of this source's older version, the one another machine had installed."
+    fake_wheel(tmp_path / "wheels", "pyyaml", "0.0.1", docstring)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("DELTAMUP_DATA", str(tmp_path / "cache"))
+    like = {"format": "deltamup-tokens/1", "tokenizer": {"kind": "bytes", "vocab_size": 256},
+            "inputs": [{"name": "pyyaml", "version": "0.0.1"}], "tokens_sha256": "0" * 64}
+    (tmp_path / "like.json").write_text(json.dumps(like))
+    # built from the wheel, but not the manifest's (made-up) tokens
+    assert main(["data", "prepare", "--like", str(tmp_path / "like.json"), "--out", str(tmp_path / "a"),
+                 "--jobs", "1"]) != 0
+    assert "not the 0000000000000000… of" in capsys.readouterr().err
+    built = read_manifest(tmp_path / "a")
+    assert [(i["name"], i["version"]) for i in built["inputs"]] == [("pyyaml", "0.0.1")]
+    assert docstring.encode() in (tmp_path / "a" / "tokens.bin").read_bytes()[::2]  # uint16 byte tokens
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))  # the cache serves the second build
+    assert main(["data", "prepare", "--like", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--jobs", "1"]) == 0
+    assert read_manifest(tmp_path / "b")["tokens_sha256"] == built["tokens_sha256"]
+    capsys.readouterr()
+    for inputs, message in (([{"name": "stdlib", "version": "2.7.18"}], "Python 2.7.18's"),
+                            ([{"name": "pyyaml", "version": "0.0.2"}], "pyyaml 0.0.2: pip cannot fetch it"),
+                            ([{"name": "books", "version": None}], "not a source of the default corpus")):
+        (tmp_path / "bad.json").write_text(json.dumps({**like, "inputs": inputs}))
+        code = main(["data", "prepare", "--like", str(tmp_path / "bad.json"), "--out", str(tmp_path / "c")])
+        err = capsys.readouterr().err
+        assert code != 0 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "c").exists()

@@ -3,6 +3,7 @@
     deltamup data prepare --out data/corpus                      the default corpus, bytes
     deltamup data prepare --out data/corpus-bpe --tokenizer bpe --vocab-size 8192
     deltamup data prepare 'books/**/*.txt' --out data/books      your text files (or *.parquet, --text-column)
+    deltamup data prepare --like other/corpus --out data/corpus   the default corpus another machine built, rebuilt
     deltamup data sources                                         what the default corpus is made of, here
     deltamup data info data/corpus                                a prepared directory's manifest and splits
 """
@@ -13,9 +14,10 @@ import json
 from pathlib import Path
 
 from deltamup.console import print_table, writable_dir
+from deltamup.scaling.data.corpus import cache_root
 from deltamup.scaling.data.inputs import default_corpus, user_inputs
 from deltamup.scaling.data.prepare import prepare, read_manifest
-from deltamup.scaling.data.sources import DEFAULT_SOURCES, find_source
+from deltamup.scaling.data.sources import DEFAULT_SOURCES, find_source, sources_like
 from deltamup.scaling.data.tokens import holdout
 
 
@@ -37,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing prepared directory")
     p.add_argument("--binary-ok", action="store_true",
                    help="read text files that are not UTF-8, invalid bytes replaced (default: refused)")
+    p.add_argument("--like", metavar="MANIFEST",
+                   help="rebuild the default corpus whose manifest.json (or prepared directory) this is: its sources "
+                        "at the versions it lists (those installed at another fetched by pip, without dependencies, "
+                        "into the data cache), its tokenizer; fails unless the tokens' sha256 comes out the same")
     p.set_defaults(run=run_prepare)
 
     s = sub.add_parser("sources", help="list the default corpus's sources as installed here")
@@ -55,16 +61,36 @@ def run_prepare(args: argparse.Namespace) -> None:
     if args.max_files is not None and args.max_files < 1:
         raise ValueError("--max-files must be positive")
     writable_dir(str(Path(args.out).parent))  # before any work
-    if args.inputs:
-        inputs = user_inputs(args.inputs, args.text_column, args.binary_ok)
-    else:
-        names = tuple(n.strip() for n in args.sources.split(",") if n.strip())
-        inputs = default_corpus(names, args.max_files, max(1, args.jobs))
     out = Path(args.out)
     if (out / "manifest.json").exists() and not args.force:
         raise ValueError(f"{out} already holds a prepared dataset (use --force to rebuild it)")
-    manifest = prepare(inputs, out, args.tokenizer, args.vocab_size, force=args.force)
+    if args.like:
+        like = like_manifest(args.like, args)
+        names, folders = sources_like(like, cache_root())
+        inputs = default_corpus(names, None, max(1, args.jobs), folders)
+        tokenizer = like["tokenizer"]
+        manifest = prepare(inputs, out, tokenizer["kind"], tokenizer["vocab_size"], force=args.force)
+        if manifest["tokens_sha256"] != like["tokens_sha256"]:
+            raise ValueError(f"{out}: tokens sha256 {manifest['tokens_sha256'][:16]}…, not the "
+                             f"{like['tokens_sha256'][:16]}… of {args.like} (`deltamup data info --json` on both "
+                             "names the source whose text differs)")
+    elif args.inputs:
+        manifest = prepare(user_inputs(args.inputs, args.text_column, args.binary_ok), out, args.tokenizer,
+                           args.vocab_size, force=args.force)
+    else:
+        names = tuple(n.strip() for n in args.sources.split(",") if n.strip())
+        manifest = prepare(default_corpus(names, args.max_files, max(1, args.jobs)), out, args.tokenizer,
+                           args.vocab_size, force=args.force)
     print_summary(out, manifest, 0.01)
+
+
+def like_manifest(path: str, args: argparse.Namespace) -> dict:
+    """--like's manifest (a manifest file or the prepared directory holding one); ValueError where another option
+    would contradict it."""
+    if args.inputs or args.max_files is not None or args.sources != ",".join(DEFAULT_SOURCES):
+        raise ValueError("--like rebuilds a default corpus as its manifest lists it: no inputs, --sources or "
+                         "--max-files with it")
+    return read_manifest(path)
 
 
 def run_sources(args: argparse.Namespace) -> None:

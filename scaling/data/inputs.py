@@ -32,12 +32,13 @@ def file_prose(path: Path) -> list[str]:
 
 
 def default_corpus(names: tuple[str, ...] = DEFAULT_SOURCES, max_files: int | None = None,
-                   jobs: int = 2) -> list[Input]:
-    """One Input per source. Paragraphs are deduplicated across the whole corpus in order (licence headers and
+                   jobs: int = 2, folders: dict[str, Path] | None = None) -> list[Input]:
+    """One Input per source (folders: {name: a folder holding another version of it than the installed one,
+    sources.pinned_folder}). Paragraphs are deduplicated across the whole corpus in order (licence headers and
     boilerplate repeat in every file), so the Inputs must be consumed in order, each once."""
     if not names:
         raise ValueError("name at least one corpus source")
-    sources = [find_source(n) for n in names]
+    sources = [find_source(n, (folders or {}).get(n)) for n in names]
     seen: set[bytes] = set()
 
     def documents(source: Source) -> Iterator[str]:

@@ -122,8 +122,9 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_manifest(directory: str | Path) -> dict:
-    path = Path(directory) / MANIFEST
+def read_manifest(where: str | Path) -> dict:
+    """A prepared directory's manifest.json, or a manifest file itself (under any name)."""
+    path = Path(where) / MANIFEST if Path(where).is_dir() or not Path(where).exists() else Path(where)
     try:
         manifest = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
