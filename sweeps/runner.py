@@ -80,12 +80,16 @@ def private_token() -> None:
 
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
     """Checks DIR before any work (ValueError: one line) and writes the spec as run. Without --resume the
-    directory must not hold results; with it, only grid axes, resources and failure/search settings may change."""
+    directory must not hold results; with it, only grid axes, resources and failure/search settings may change, and
+    a corpus pin (task.tokens_sha256) may be added: it checks the data the task reads, it does not change them."""
     stored = store.read_spec(out)
     if stored is not None and not resume:
         raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
     if stored is not None:
         before, now = parse(stored).to_dict(), spec.to_dict()
+        if isinstance(before.get("task"), dict) and isinstance(now.get("task"), dict) and \
+                "tokens_sha256" not in before["task"]:
+            before["task"] = {**before["task"], **{k: v for k, v in now["task"].items() if k == "tokens_sha256"}}
         for key in now:
             if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
                 raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "

@@ -232,6 +232,17 @@ def test_a_pinned_corpus_is_checked_whenever_the_spec_is_read(tmp_path):
     raw["task"]["tokens_sha256"] = "0" * 12
     with pytest.raises(specs.SpecError, match=f"'task'.*tokens sha256 {sha[:16]}…, not the 000000000000…"):
         specs.parse(raw)
+    # a sweep begun without a pin resumes with one (it checks the data, it does not change them); a pin, once
+    # there, stays: another is an incomparable resume
+    unpinned = {**raw, "task": {"name": "corpus", "path": str(tmp_path / "c")}}
+    (tmp_path / "sweep").mkdir()
+    prepare_dir(specs.parse(unpinned), tmp_path / "sweep", resume=False)
+    pinned = specs.parse({**raw, "task": {**unpinned["task"], "tokens_sha256": sha[:8]}})
+    prepare_dir(pinned, tmp_path / "sweep", resume=True)
+    assert specs.load(tmp_path / "sweep" / "spec.yaml").task["tokens_sha256"] == sha[:8]
+    with pytest.raises(ValueError, match="spec field 'task' differs"):
+        prepare_dir(specs.parse({**raw, "task": {**unpinned["task"], "tokens_sha256": sha[:10]}}),
+                    tmp_path / "sweep", resume=True)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
