@@ -379,3 +379,43 @@ def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "studies/recheck.py"), str(tmp_path), str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
+
+
+def test_data_build_names_the_build_each_driver_run_read(tmp_path: Path) -> None:
+    """studies/data_build.py: a run's recorded step-0 loss, recomputed on each candidate build, names the build it
+    came from (the runs here trained on a, on b, on neither), --runs checks those alone; a CORPUS that is not a
+    prepared one is one line."""
+    import importlib.util
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shas = {}
+    for name, words in (("a", "one build of a corpus "), ("b", "another build, with other words ")):
+        (tmp_path / f"{name}.txt").write_text(words * 400)
+        shas[name] = prepare(text_files([str(tmp_path / f"{name}.txt")]), tmp_path / name,
+                             progress=False)["tokens_sha256"][:16]
+    spec = importlib.util.spec_from_file_location("data_build", ROOT / "studies/data_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "sweep"
+    (out / "results").mkdir(parents=True)
+    base = {"kind": "gdn", "depth": 1, "heads": 1, "base_width": 16, "vocab_size": 256, "width": 16,
+            "parametrization": "gdn-mup", "optimizer": "adamw", "hparams": "", "batch_size": 2, "seq_len": 32,
+            "status": "ok", "lr": 1e-3}
+    for run, seed, corpus in ((1, 0, "a"), (2, 1, "b"), (3, 0, None)):
+        record = {**base, "seed": seed, "run": run, "trial_id": f"t{run}"}
+        loss = module.first_batch_loss(record, tmp_path / corpus) + 1e-4 if corpus else 9.0  # + bf16's rounding
+        (out / "results" / f"t{run}.json").write_text(json.dumps(record))
+        pq.write_table(pa.table({"step": [0, 1], "train_loss": [loss, loss - 0.1]}), store.curve_path(out, f"t{run}"))
+    result = subprocess.run([sys.executable, str(ROOT / "studies/data_build.py"), str(out), str(tmp_path / "a"),
+                             str(tmp_path / "b")], capture_output=True, text=True, check=True)
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0][-1] == "read |" and [row[-1] for row in rows[1:]] == [f"{shas['a']} |", f"{shas['b']} |",
+                                                                          "not told |"]
+    only = subprocess.run([sys.executable, str(ROOT / "studies/data_build.py"), str(out), str(tmp_path / "a"),
+                           "--runs", "2"], capture_output=True, text=True, check=True)
+    assert [line.split(" | ")[0] for line in only.stdout.splitlines() if line.startswith("| ")][2:] == ["| 2"]
+    bad = subprocess.run([sys.executable, str(ROOT / "studies/data_build.py"), str(out), str(tmp_path)],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "not a prepared corpus" in bad.stderr
