@@ -28,7 +28,7 @@
 #              4x optimum is one of the outer two LRs, one more LR beyond it
 #       recheck SP and GDN-µP at width 1024, each at its optimum there, seeds 0–2, re-run by the code at hand into
 #              DIR-recheck (the same trial ids): `python3 studies/recheck.py DIR DIR-recheck` says how far the code
-#              and the run moved them; run it beside any later part, whose trials another code trains
+#              changes since the trials ran, and the run itself, moved them
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
