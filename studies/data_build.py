@@ -1,16 +1,16 @@
 """Which build of the corpus did a sweep's trials read? For trials that predate the record's `data` fingerprint.
 
-    python3 studies/data_build.py SWEEP_DIR CORPUS [CORPUS…] [--runs 3,13,68]
+    python3 studies/data_build.py SWEEP_DIR CORPUS [CORPUS…] [--runs 3,13,68] [--tries 3]
 
 `deltamup data prepare` builds the default corpus from the installed packages' sources, so two installs can build
-two corpora that differ by a few hundred bytes and draw other batches at the same seed. A trial's first training
-loss (its curve's step 0: the initial model on the first batch) depends on its seed's initial weights and on that
-batch alone, so it names the build. The trials of one driver run (the record's `run`) read one build (one machine,
-one corpus); for each run, up to --tries of its narrowest trials (each another model or seed) have their first
-batch from each candidate CORPUS run through the same initial model on this CPU in fp32, printed beside the
-recorded losses as one markdown table. The build read agrees to bf16's rounding at initialisation (1e-4 to 5e-4
-nats at the default multipliers, more with larger logits); another build differs by 1e-3 to 2e-2 on most batches
-but can come as close on one, hence several trials, their distances summed.
+two corpora that differ by a few hundred or thousand bytes and draw other batches at the same seed. A trial's first
+training loss (its curve's step 0: the initial model on the first batch) depends on its seed's initial weights and
+on that batch alone, so it names the build. The trials of one driver run (the record's `run`) read one build (one
+machine, one corpus); for each run, up to --tries of its narrowest trials (each another model or seed) have their
+first batch from each candidate CORPUS run through the same initial model on this CPU in fp32, printed beside the
+recorded losses as one markdown table. The build read agrees to bf16's rounding at initialisation (1e-4 to 5e-4 nats
+at the default multipliers, more with larger logits); another build differs by 1e-3 to 2e-2 on most batches but can
+come as close on one, hence several trials, their distances summed.
 """
 from __future__ import annotations
 
@@ -98,20 +98,21 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_grad_enabled(False)
     print(f"{args.sweep}: the step-0 training loss of up to {args.tries} trials a driver run (its narrowest, each "
           "another model or seed), recorded on the GPU, against the same recomputed here (fp32) on each build: "
-          f"the summed distances; the build read is {MARGIN:g}× nearer than any other\n")
+          f"the summed distances; the build read is {MARGIN:g}× and {APART:g} nats a trial nearer than any other\n")
     print("| run | trials | checked | recorded | " + " | ".join(f"{sha}: loss; Σ distance" for sha in builds.values())
           + " | read |")
     print("| --- | --- | --- | --- | " + " | ".join("---" for _ in builds) + " | --- |")
     for run, members in sorted(runs.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        checked, seen = [], set()
+        checked, recorded, seen = [], [], set()
         for r in sorted(members, key=lambda r: (r["width"], r["seed"], r["trial_id"])):
             key = (r["width"], r["parametrization"], r["seed"], r["hparams"])
-            if key not in seen and len(checked) < args.tries and recorded_first_loss(args.sweep, r["trial_id"]):
+            loss = recorded_first_loss(args.sweep, r["trial_id"]) if key not in seen else None
+            if loss is not None and len(checked) < args.tries:
                 seen.add(key)
                 checked.append(r)
+                recorded.append(loss)
         if not checked:
             continue
-        recorded = [recorded_first_loss(args.sweep, r["trial_id"]) for r in checked]
         losses = {sha: [first_batch_loss(r, c) for r in checked] for c, sha in builds.items()}
         distances = {sha: sum(abs(a - b) for a, b in zip(values, recorded)) for sha, values in losses.items()}
         read = nearest_build(distances, len(checked))
