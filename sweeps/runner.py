@@ -87,9 +87,9 @@ def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
         raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
     if stored is not None:
         before, now = parse(stored).to_dict(), spec.to_dict()
-        if isinstance(before.get("task"), dict) and isinstance(now.get("task"), dict) and \
-                "tokens_sha256" not in before["task"]:
-            before["task"] = {**before["task"], **{k: v for k, v in now["task"].items() if k == "tokens_sha256"}}
+        task_before, task_now = before.get("task"), now.get("task")
+        if isinstance(task_before, dict) and isinstance(task_now, dict) and "tokens_sha256" in task_now:
+            task_before.setdefault("tokens_sha256", task_now["tokens_sha256"])  # a pin added: the same data
         for key in now:
             if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
                 raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "

@@ -47,8 +47,8 @@ def distribution_source(name: str, folder: Path | None = None) -> Source:
     """The .py files an installed distribution's RECORD lists (folder: the one unpacked there, pinned_folder, instead
     of the installed one); ValueError if it is not installed."""
     try:
-        found = metadata.distributions(name=name, path=[str(folder)]) if folder is not None else None
-        dist = next(iter(found)) if found is not None else metadata.distribution(name)
+        dist = (metadata.distribution(name) if folder is None
+                else next(iter(metadata.distributions(name=name, path=[str(folder)]))))
     except (metadata.PackageNotFoundError, StopIteration):
         raise ValueError(f"corpus source {name!r} is not installed (pip install {name})") from None
     root = Path(dist.locate_file(""))

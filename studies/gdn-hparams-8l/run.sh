@@ -11,8 +11,9 @@
 #       transfer-edge  width 1024, seeds 0–2: one octave beyond the variant's 3-seed optimum there if that is the
 #                 highest or lowest LR `transfer` ran
 #       default   width 1024, seeds 0–2, 2^-9 and 2^-8 (the two deciding LRs): the default (1, 1) and the tuned
-#                 variant side by side in DIR-default, trained by one code (a code change can move a loss by more
-#                 than the seeds do: studies/coord-checks/long-8l), so that the report pairs them by seed
+#                 variant side by side in DIR-default, trained by one code on one build of the corpus (the
+#                 default's width-1024 trials so far are the 8-layer study's, on another), so that the report
+#                 pairs them by seed
 set -eu
 trap 'exit 130' INT TERM
 DIR=$1; CORPUS=$2; shift 2

@@ -18,8 +18,12 @@ options=(coord-check -p gdn-mup --optimizer adamw --depth 8 --heads 6 --base-wid
          --batch-size 16 --seq-len 1024 --steps 1 --lr 0.001953125 --schedule cosine --warmup-steps 0
          --min-lr-ratio 0.1 --grad-clip 1.0 --weight-decay 0.1 --every 1 --device cpu --data "$corpus" --seed 0 --raw)
 deltamup "${options[@]}" --out "$work/installed" > "$work/installed.log" 2>&1 &
+installed=$!
 python3 maintainers/gpu/run_tree.py "$work/tree" "${options[@]}" --out "$work/$commit" > "$work/$commit.log" 2>&1 &
-wait
+earlier=$!
+failed() { echo "probe-batch.sh: $1's check failed:" >&2; tail -3 "$2" >&2; exit 1; }
+wait "$installed" || failed "the installed code" "$work/installed.log"
+wait "$earlier" || failed "the earlier code" "$work/$commit.log"
 python3 - "$work" "$commit" "$corpus" "$(git log -1 --format=%cd --date=format:'%Y-%m-%d %H:%M' "$commit")" <<'PY'
 import json
 import sys
