@@ -7,8 +7,9 @@ For every shape, in its own process (fla can leave the CUDA context broken, e.g.
 - errors ‖x − ref‖/‖ref‖ of o and of every gradient against the fp64 chunked PyTorch path on the GPU: ours in bf16
   (bar 1e-2) and in fp32 on a short sequence with the same head dims (bar 1e-4), fla in bf16;
 - GPU time: the CUDA kernels of one call summed (torch.profiler, mean of REPS calls), forward (inputs requiring
-  grad) and forward + backward (every input gradient) — the headline, since at these shapes fla's wall time is
-  mostly host work;
+  grad: what a training step runs, storing what the backward reads), forward + backward (every input gradient) and
+  forward alone (under torch.no_grad: evaluation, generation) — the headline, since at these shapes fla's wall time
+  is mostly host work;
 - wall time: the median of triton.testing.do_bench, which includes host time (Python, launches).
 bf16 inputs, q/k L2 norm in kernel, β ∈ [0, 2], log-sigmoid gates. fla 0.6.0 refuses its gated backward on Hopper
 with Triton < 3.7.1 (fla issue 640); its guard is bypassed here, so fla's fwd+bwd times the work and its gradient
@@ -132,13 +133,18 @@ def cuda_times(run: Callable[[], object], reps: int = REPS) -> list[tuple[str, f
 
 
 def timings(fn: Callable, x: list[torch.Tensor]) -> dict[str, object]:
-    """GPU ms (kernels summed) and wall ms (do_bench median) of the forward and of forward + backward, and the
-    CUDA time per kernel of forward + backward."""
+    """GPU ms (kernels summed), wall ms (do_bench median) and the CUDA time per kernel of the forward, of forward +
+    backward and of the forward alone (no_grad)."""
     import triton.testing
 
     leaves = [t.detach().requires_grad_() for t in x]
     do = torch.randn_like(fn(*leaves))
-    calls = {"fwd": lambda: fn(*leaves), "fwd+bwd": lambda: torch.autograd.grad(fn(*leaves), leaves, do)}
+
+    def alone() -> torch.Tensor:
+        with torch.no_grad():
+            return fn(*leaves)
+    calls = {"fwd": lambda: fn(*leaves), "fwd+bwd": lambda: torch.autograd.grad(fn(*leaves), leaves, do),
+             "fwd alone": alone}
     out: dict[str, object] = {}
     for name, call in calls.items():  # wall first: it also warms up (autotuning, first launches)
         out[f"wall {name}"] = triton.testing.do_bench(call, warmup=50, rep=200, return_mode="median")
@@ -247,11 +253,11 @@ def run_child(i: int, with_fla: bool) -> dict:
 
 
 def fmt_ms(t: object, key: str) -> str:
-    return f"{t[key]:.3f}" if isinstance(t, dict) else "–"
+    return f"{t[key]:.3f}" if isinstance(t, dict) and key in t else "–"
 
 
 def ratio(a: object, b: object, key: str) -> str:
-    return f"{a[key] / b[key]:.2f}" if isinstance(a, dict) and isinstance(b, dict) else "–"
+    return f"{a[key] / b[key]:.2f}" if all(isinstance(t, dict) and key in t for t in (a, b)) else "–"
 
 
 def worst(errors: object) -> str:
@@ -266,11 +272,11 @@ def passes(res: dict) -> bool:
 
 
 def row(s: Shape, res: dict) -> str:
-    """One markdown row: GPU ms ours / fla and their ratio (fwd, fwd+bwd), the worst errors, wall ms."""
+    """One markdown row: GPU ms ours / fla and their ratio (fwd, fwd+bwd, fwd alone), the worst errors, wall ms."""
     o, f = res.get("ours"), res.get("fla", "not run")
     fla_cell = lambda key: f if isinstance(f, str) and key == "gpu fwd" else fmt_ms(f, key)  # noqa: E731
     cells = [label(s)]
-    for key in ("gpu fwd", "gpu fwd+bwd"):
+    for key in ("gpu fwd", "gpu fwd+bwd", "gpu fwd alone"):
         cells += [f"{fmt_ms(o, key)} / {fla_cell(key)}", ratio(o, f, key)]
     errs = res["errors"]
     cells += [worst(errs.get("ours bf16", "–")) + ("" if passes(res) else " **FAIL**"),
@@ -280,8 +286,9 @@ def row(s: Shape, res: dict) -> str:
 
 
 HEADER = ("| shape (B, T, H, K, V) | GPU ms fwd, ours / fla | ratio | GPU ms fwd+bwd, ours / fla | ratio | "
-          "max error ours bf16 | ours fp32 | fla bf16 | wall ms fwd, ours / fla (includes host time) | "
-          "wall ms fwd+bwd, ours / fla (includes host time) |\n" + "| --- " * 10 + "|")
+          "GPU ms fwd alone (no grad), ours / fla | ratio | max error ours bf16 | ours fp32 | fla bf16 | "
+          "wall ms fwd, ours / fla (includes host time) | wall ms fwd+bwd, ours / fla (includes host time) |\n"
+          + "| --- " * 12 + "|")
 
 
 def details(s: Shape, res: dict) -> list[str]:
@@ -293,7 +300,9 @@ def details(s: Shape, res: dict) -> list[str]:
     for side in ("ours", "fla"):
         t = res.get(side)
         if isinstance(t, dict):
-            for call in ("fwd", "fwd+bwd"):
+            for call in ("fwd", "fwd+bwd", "fwd alone"):
+                if f"kernels {call}" not in t:
+                    continue
                 lines.append(f"  - {side} {call} kernels (ms): "
                              + "; ".join(f"`{n}` {ms:.3f}" for n, ms in t[f"kernels {call}"]))
         if res.get(f"{side} configs"):
@@ -306,6 +315,8 @@ def main() -> None:
     p.add_argument("--out", help="write the markdown report here (rewritten after every shape)")
     p.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     p.add_argument("--no-fla", action="store_true", help="ours only")
+    p.add_argument("--gpu-unchecked-forms", action="store_true",
+                   help=f"offer the forward's forms no GPU has checked yet (sets {tuning.UNCHECKED_ENV}=1)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--compile-only", choices=("ours", "fla"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -317,6 +328,8 @@ def main() -> None:
         return
     import triton
 
+    if args.gpu_unchecked_forms:  # the children inherit it
+        os.environ[tuning.UNCHECKED_ENV] = "1"
     todo = args.only if args.only else list(range(len(SHAPES)))
     t0 = time.time()
     parts = ("ours",) + (() if args.no_fla else ("fla",))
@@ -334,7 +347,9 @@ def main() -> None:
             f"Triton {triton.__version__}, fla {fla_version}.",
             f"Command: `python3 benchmarks/kernels.py {' '.join(sys.argv[1:])}` (repository root).", "",
             "GPU ms: the CUDA kernels of one call summed (torch.profiler, mean of "
-            f"{REPS} calls). Ratio: ours / fla. Errors: max over o and the five gradients of ‖x − ref‖/‖ref‖ against "
+            f"{REPS} calls); fwd: inputs requiring grad (a training step's forward, storing what the backward "
+            "reads); fwd alone: under torch.no_grad (evaluation). Ratio: ours / fla. Errors: max over o and the "
+            "five gradients of ‖x − ref‖/‖ref‖ against "
             "fp64 (bars: bf16 1e-2, fp32 1e-4; ours fp32 on B 1, T 200, H 2 with the same head dims). fla's gated "
             "backward is refused on Hopper with Triton < 3.7.1 (fla issue 640): its guard is bypassed, so fla's "
             "fwd+bwd times the work and its bf16 error says whether that gradient is right. Wall ms: "

@@ -1,7 +1,7 @@
 """benchmarks/kernels.py's table: GPU-time ratios, the correctness verdict and crash texts, from a child's result."""
 from benchmarks.kernels import SHAPES, label, row
 
-TIMES = {"gpu fwd": 0.2, "gpu fwd+bwd": 0.9, "wall fwd": 0.5, "wall fwd+bwd": 1.5}
+TIMES = {"gpu fwd": 0.2, "gpu fwd+bwd": 0.9, "gpu fwd alone": 0.15, "wall fwd": 0.5, "wall fwd+bwd": 1.5}
 GOOD = {n: 3e-3 for n in ("o", "dq", "dk", "dv", "dg", "dbeta")}
 GOOD32 = {n: 5e-7 for n in GOOD}
 
@@ -12,20 +12,22 @@ def cells(line: str) -> list[str]:
 
 def test_row_gives_gpu_time_ratios_and_errors():
     res = {"errors": {"ours bf16": GOOD, "ours fp32": GOOD32, "fla bf16": {**GOOD, "dg": 0.9}},
-           "ours": TIMES, "fla": {**TIMES, "gpu fwd": 0.1, "gpu fwd+bwd": 1.8}}
+           "ours": TIMES, "fla": {**TIMES, "gpu fwd": 0.1, "gpu fwd+bwd": 1.8, "gpu fwd alone": 0.3}}
     c = cells(row(SHAPES[1], res))
     assert c[0] == "8, 2048, 6, 64, 128 (width 512)"
-    assert c[1:5] == ["0.200 / 0.100", "2.00", "0.900 / 1.800", "0.50"]
-    assert c[5:8] == ["3.0e-03", "5.0e-07", "9.0e-01"]  # fla's wrong gradient shows, ours passes
-    assert c[8:] == ["0.500 / 0.500", "1.500 / 1.500"]
+    assert c[1:7] == ["0.200 / 0.100", "2.00", "0.900 / 1.800", "0.50", "0.150 / 0.300", "0.50"]
+    assert c[7:10] == ["3.0e-03", "5.0e-07", "9.0e-01"]  # fla's wrong gradient shows, ours passes
+    assert c[10:] == ["0.500 / 0.500", "1.500 / 1.500"]
+    old = {k: v for k, v in TIMES.items() if k != "gpu fwd alone"}  # a result from before that column
+    assert cells(row(SHAPES[1], {**res, "ours": old}))[5:7] == ["– / 0.300", "–"]
 
 
 def test_row_flags_a_failure_and_keeps_a_crash_text():
     res = {"errors": {"ours bf16": {**GOOD, "dk": 0.24}, "ours fp32": GOOD32},
            "ours": TIMES, "fla": "crash: process died (exit 1)"}
     c = cells(row(SHAPES[0], res))
-    assert c[1:5] == ["0.200 / crash: process died (exit 1)", "–", "0.900 / –", "–"]
-    assert c[5] == "2.4e-01 **FAIL**" and c[7] == "–"
+    assert c[1:7] == ["0.200 / crash: process died (exit 1)", "–", "0.900 / –", "–", "0.150 / –", "–"]
+    assert c[7] == "2.4e-01 **FAIL**" and c[9] == "–"
 
 
 def test_labels_name_what_a_shape_stands_for():

@@ -162,37 +162,148 @@ def test_a_pinned_pass_launches_its_chosen_candidate_and_the_others_their_first(
     assert pin.launched["chunk_o_fwd_kernel"] == [pin.seen["chunk_o_fwd_kernel"][-1]]
 
 
-@pytest.mark.parametrize("T_tok,K,V,nh,norm", [(150, 64, 128, 1, False), (70, 64, 96, 2, False),
-                                               (70, 64, 96, 2, True)])
-def test_fused_output_candidates_give_the_split_forward(T_tok, K, V, nh, norm):
-    """The state pass's FUSE_O candidates (the output computed in the sequential walk; the launcher keeps one where
-    it times faster than the state pass plus the output pass) against the split form, each pinned beside the same
-    state config without FUSE_O: the same final state and saved intermediates (the backward's inputs) bit for bit,
-    the same o to fp32 rounding, and no output pass launched. Gated delta rule and DeltaProduct_2 (q and o per token,
-    a mid-token chunk end), and with q, k normalised inside. o is computed by another kernel in each form, with
-    other tiles: the interpreter's products (numpy's matmul) sum in an order that follows the operands' shapes, so
-    its last bits may differ (1.8e-7 with numpy 2.4); on an H200 it came out bit for bit."""
+def _nan_wu_buffers(monkeypatch) -> None:
+    """chunk_fwd's w and u buffers filled with NaN: a state pass that reads one its per-chunk pass did not write
+    gives NaN."""
+    from deltamup.kernels.triton import chunk_fwd as fwd
+
+    buffers = fwd._wu_buffers
+
+    def nan_wu(*a):
+        out = buffers(*a)
+        out["w"].fill_(float("nan"))
+        out["u"].fill_(float("nan"))
+        return out
+    monkeypatch.setattr(fwd, "_wu_buffers", nan_wu)
+
+
+def _forward_args(T_tok: int, K: int, V: int, nh: int, norm: bool) -> tuple:
+    """chunk_fwd's arguments (fp32, B 1, H 2, an initial state, the final state wanted)."""
+    x = {n: t.float().contiguous() for n, t in make_inputs(1, T_tok * nh, 2, K, V, "random", seed=3).items()}
+    return (x["q"][:, :T_tok].contiguous(), x["k"], x["v"], x["g"][:, :T_tok].contiguous(), x["beta"], K**-0.5,
+            x["h0"], True, nh, norm)
+
+
+FORWARD_CASES = [(150, 64, 128, 1, False), (70, 64, 96, 2, False), (70, 64, 96, 2, True)]
+
+
+@pytest.mark.parametrize("T_tok,K,V,nh,norm", FORWARD_CASES)
+def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, monkeypatch):
+    """The state pass's fused candidates (the launcher keeps one where it times faster than the split form) against
+    the split form, each pinned beside the same state config without its FUSE_* flags: FUSE_O computes the output
+    in the sequential walk (no output pass launched); FUSE_U forms u = T(β ⊙ V) there and reads no u (the per-chunk
+    pass leaves it unwritten: here a buffer of NaNs); FUSE_W forms v_new = T(β ⊙ (V − e^G K h)). The same final
+    state and saved intermediates (the backward's inputs) — bit for bit for FUSE_O alone, whose walk is the split
+    form's — and the same o to fp32 rounding. Gated delta rule and DeltaProduct_2 (q and o per token, a mid-token
+    chunk end), and with q, k normalised inside. The fused forms compute with other tiles and in another order: the
+    interpreter's products (numpy's matmul) sum in an order that follows the operands' shapes, so last bits may
+    differ (1.8e-7 with numpy 2.4); on an H200 FUSE_O's came out bit for bit."""
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
-    x = {n: t.float().contiguous() for n, t in make_inputs(1, T_tok * nh, 2, K, V, "random", seed=3).items()}
-    args = (x["q"][:, :T_tok].contiguous(), x["k"], x["v"], x["g"][:, :T_tok].contiguous(), x["beta"], K**-0.5,
-            x["h0"], True, nh, norm)
+    _nan_wu_buffers(monkeypatch)
+    args = _forward_args(T_tok, K, V, nh, norm)
     with tuning.pinned() as pin:
         chunk_fwd(*args)
     configs = pin.seen["chunk_state_fwd_kernel"]
-    fused = [i for i, c in enumerate(configs) if c.get("FUSE_O")]
-    assert fused
+    fused = [i for i, c in enumerate(configs) if any(f.startswith("FUSE_") for f in c)]
+    assert {"FUSE_O", "FUSE_U", "FUSE_W"} <= {f for i in fused for f in configs[i]}
+    assert any(set(configs[i]) >= {"FUSE_O", "FUSE_U", "FUSE_W"} for i in fused)
+    splits = {}
     for i in fused:
-        twin = configs.index({k: v for k, v in configs[i].items() if k != "FUSE_O"})  # tuning.fused_output_configs
-        with tuning.pinned("chunk_state_fwd_kernel", twin) as pin:
-            split = chunk_fwd(*args)
-        assert "chunk_o_fwd_kernel" in pin.launched
+        twin = configs.index({k: v for k, v in configs[i].items() if not k.startswith("FUSE_")})
+        if twin not in splits:
+            with tuning.pinned("chunk_state_fwd_kernel", twin) as pin:
+                splits[twin] = chunk_fwd(*args)
+            assert "chunk_o_fwd_kernel" in pin.launched
+        split = splits[twin]
         with tuning.pinned("chunk_state_fwd_kernel", i) as pin:
             o, ht, saved = chunk_fwd(*args)
-        assert "chunk_o_fwd_kernel" not in pin.launched
-        assert torch.equal(ht, split[1]) and all(torch.equal(saved[n], split[2][n]) for n in saved)
+        assert ("chunk_o_fwd_kernel" in pin.launched) != bool(configs[i].get("FUSE_O"))
+        if set(configs[i]) & {"FUSE_U", "FUSE_W"}:
+            assert_close({"ht": ht, **saved}, {"ht": split[1].double(), **{n: t.double() for n, t in split[2].items()}},
+                         1e-6)
+        else:
+            assert torch.equal(ht, split[1]) and all(torch.equal(saved[n], split[2][n]) for n in saved)
         assert_close({"o": o}, {"o": split[0].double()}, 1e-6)
+
+
+@pytest.mark.parametrize("T_tok,K,V,nh,norm", FORWARD_CASES)
+def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, monkeypatch):
+    """chunk_fwd without save (what the entry points run where no gradient is wanted): only FUSE_O candidates, no
+    output pass, no h, v_new or w kept (and w not written where the walk forms it: a buffer of NaNs here), and each
+    candidate gives the saving forward's o and final state; the saving forward's h_all is what it does not store."""
+    from deltamup.kernels.triton import tuning
+    from deltamup.kernels.triton.chunk_fwd import chunk_fwd
+
+    _nan_wu_buffers(monkeypatch)
+    args = _forward_args(T_tok, K, V, nh, norm)
+    o_saved, ht_saved, saved = chunk_fwd(*args)
+    assert saved["h_all"].abs().sum() > 0
+    with tuning.pinned() as pin:
+        chunk_fwd(*args, save=False)
+    configs = pin.seen["chunk_state_fwd_kernel"]
+    assert configs and all(c.get("FUSE_O") for c in configs) and any(c.get("FUSE_W") for c in configs)
+    for i, config in enumerate(configs):
+        with tuning.pinned("chunk_state_fwd_kernel", i) as pin:
+            o, ht, kept = chunk_fwd(*args, save=False)
+        assert "chunk_o_fwd_kernel" not in pin.launched and set(kept) == {"G", "Tinv", "Aqk"}, config
+        assert_close({"o": o, "ht": ht}, {"o": o_saved.double(), "ht": ht_saved.double()}, 1e-6)
+
+
+def test_a_gpu_offers_the_forms_it_has_not_checked_only_when_asked(monkeypatch):
+    """tuning.UNCHECKED_ENV: on a CUDA device the FUSE_U / FUSE_W candidates and the forward without save are
+    offered only where it is "1"; the interpreter (a CPU tensor) always runs them."""
+    from deltamup.kernels.triton import tuning
+
+    monkeypatch.delenv(tuning.UNCHECKED_ENV, raising=False)
+    assert tuning.gpu_unchecked_forms(torch.device("cpu")) and not tuning.gpu_unchecked_forms(torch.device("cuda"))
+    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")
+    assert tuning.gpu_unchecked_forms(torch.device("cuda"))
+    configs = tuning.state_configs(128, 64, 256, 48)[0]
+    checked = tuning.forward_state_candidates(configs, unchecked=False)
+    assert checked == configs + tuning.fused_output_configs(configs)
+    assert tuning.forward_state_candidates(configs) == checked + tuning.fused_wu_configs(configs)
+    assert not any(c.get("FUSE_U") for c in checked) and all(c.get("FUSE_U") for c in tuning.fused_wu_configs(configs))
+
+
+def test_the_entry_point_saves_only_where_a_gradient_is_wanted(monkeypatch):
+    """chunk_gated_delta_rule_triton under torch.no_grad (or on inputs that need none) runs chunk_fwd without save,
+    with gradients on with it; both give the recurrence's o."""
+    from deltamup.kernels.triton import function
+
+    calls = []
+    chunk_fwd = function.chunk_fwd
+    monkeypatch.setattr(function, "chunk_fwd", lambda *a: calls.append(a[-1]) or chunk_fwd(*a))
+    x = make_inputs(1, 70, 2, 64, 64, "random")
+    want = run(recurrent_gated_delta_rule, x, torch.float64, grads=False)
+    assert_close(run(chunk_gated_delta_rule_triton, x, torch.float32, grads=False), want, 1e-4)
+    with_grads = run(chunk_gated_delta_rule_triton, x, torch.float32)
+    assert_close({n: with_grads[n] for n in want}, want, 1e-4)
+    assert calls == [False, True]
+
+
+def test_the_per_chunk_pass_writes_w_and_u_only_when_asked():
+    """chunk_wu_aqk without write_w / write_u (the state pass's FUSE_W / FUSE_U candidates form them in the walk):
+    that buffer is left as it was, the others are the same as with every flag on (one program fewer a column block,
+    the rest the same kernel)."""
+    from deltamup.kernels.triton.chunk_fwd import _wu_buffers, chunk_solve, chunk_wu_aqk
+
+    x = {n: t.float().contiguous() for n, t in make_inputs(1, 100, 2, 64, 96, "random", seed=4).items()}
+    solved = chunk_solve(x["k"], x["g"], x["beta"], torch.float32, 96)
+    outs = {}
+    for flags in ((True, True), (False, True), (True, False), (False, False)):
+        out = _wu_buffers(x["k"], x["v"], solved, False)
+        for t in out.values():
+            t.fill_(float("nan"))
+        chunk_wu_aqk(x["q"], x["k"], x["v"], x["beta"], 0.125, solved, out, *flags)
+        outs[flags] = out
+    full = outs[True, True]
+    assert not any(t.isnan().any() for t in full.values())
+    for (write_w, write_u), out in outs.items():
+        assert out["w"].isnan().all() != write_w and out["u"].isnan().all() != write_u
+        written = ["Aqk"] + ["w"] * write_w + ["u"] * write_u
+        assert all(torch.equal(out[n], full[n]) for n in written)
 
 
 def test_configs_named_off_fp64_are_left_out_of_the_launch(monkeypatch):
@@ -260,7 +371,7 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     configs = tuning.state_configs(64, 64, 128, 2)[0]
-    assert [r[4] for r in rows] == [tuning.config_text(c) for c in configs + tuning.fused_output_configs(configs)]
+    assert [r[4] for r in rows] == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs)]
     assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "n_h 2" in out.splitlines()[-1]
     assert main(argv[:-1] + ["0"]) == 2  # bad input: one line, before any work

@@ -1,12 +1,13 @@
 """Forward of the chunked gated delta rule: a parallel per-chunk pass in two kernels (gates and the UT transform per
-chunk; then w, u and the intra-chunk attention per chunk and column block), a sequential pass over chunks that only
-carries the state (h before each chunk, v_new), and a parallel output pass — or, where the launcher times it faster,
-the output computed inside the sequential pass from the h and v_new it holds (FUSE_O).
+chunk; then w, u and the intra-chunk attention per chunk and column block), a sequential pass over chunks that
+carries the state (h before each chunk, v_new), and a parallel output pass. Where the launcher times them faster,
+candidate configs of the sequential pass do more of it in the walk: the output (FUSE_O), u (FUSE_U) and w h
+(FUSE_W), from the h it holds; and a forward no backward follows (save=False) stores neither h nor v_new.
 
 Per chunk of C tokens, G = cumsum(g), D_ij = e^{G_i − G_j}:
     A = strict_lower(β_i (k_i·k_j) D_ij),  T = (I + A)^{-1},  w = T (β e^G ⊙ K),  u = T (β ⊙ V)
     Aqk = scale · causal(Q Kᵀ ⊙ D)
-    v_new = u − w h;   h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new)                          (sequential)
+    v_new = u − w h = T (β ⊙ (V − e^G ⊙ K h));   h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new)    (sequential)
     o = scale e^G ⊙ (Q h) + Aqk v_new                                                   (parallel)
 With NORM (use_qk_l2norm_in_kernel), q and k come in as they are and every pass scales their rows by
 r = (Σ x² + eps)^{-1/2} where it uses them (K Kᵀ and Q Kᵀ by r_i r_j, w's rows, the state update's rows of K,
@@ -35,7 +36,8 @@ from .tuning import (
     SOLVE_CONFIGS,
     candidates,
     dot_operand_dtype,
-    fused_output_configs,
+    forward_state_candidates,
+    gpu_unchecked_forms,
     launch,
     parallel_tiles,
     precision,
@@ -102,11 +104,30 @@ def chunk_kkt_solve_fwd_kernel(
 
 
 @triton.jit
+def _t_cols(x, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """Columns d0.. (BD of them) of T (s ⊙ X) [C, BD] (fp32) for X [T, H, D] at x + tok·D, the chunk's T [C, C] and
+    row scalars s [C]."""
+    p, m = tile(t0, T, H, D, d0, C, BD)
+    b_x = tl.load(x + tok * D + p, mask=m, other=0.0).to(tl.float32) * b_s[:, None]
+    return mm(b_T, b_x, x, PREC)
+
+
+@triton.jit
+def _k_row_scales(b_G, Rk, t0, T, H, C: tl.constexpr, NORM: tl.constexpr):
+    """e^G [C] of a chunk's rows, times r_k with NORM (Rk at (b, t=0, h)): the row scalars of K in w = T (β e^G ⊙ K)
+    and in v_new's e^G ⊙ (K h)."""
+    b_s = tl.exp(b_G)
+    if NORM:
+        b_s *= _row_scalars(Rk, t0, T, H, C)
+    return b_s
+
+
+@triton.jit
 def _wu_block(x, out, tok, t0, T, H, D, d0, b_T, b_s, C: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     """Columns d0.. (BD of them) of T (s ⊙ X) for X [T, H, D] at x + tok·D, into out (same layout)."""
     p, m = tile(t0, T, H, D, d0, C, BD)
-    b_x = tl.load(x + tok * D + p, mask=m, other=0.0).to(tl.float32) * b_s[:, None]
-    tl.store(out + tok * D + p, mm(b_T, b_x, x, PREC).to(out.dtype.element_ty), mask=m)
+    tl.store(out + tok * D + p, _t_cols(x, tok, t0, T, H, D, d0, b_T, b_s, C, BD, PREC).to(out.dtype.element_ty),
+             mask=m)
 
 
 @triton.jit
@@ -114,13 +135,14 @@ def chunk_wu_aqk_fwd_kernel(
     q, k, v, beta, G, T_in, w, u, Aqk, Rq, Rk,
     scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
-    NORM: tl.constexpr = False,
+    NORM: tl.constexpr = False, WRITE_W: tl.constexpr = True, WRITE_U: tl.constexpr = True,
 ):
-    """Grid (K / BK + V / BV + 1, NT, B·H). The programs of a chunk write one column block each of w = T (β e^G ⊙ K)
-    [B,T,H,K] (the first K / BK) and u = T (β ⊙ V) [B,T,H,V] (the next V / BV), in k's and v's dtypes, and the
-    last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C] (in its buffer's dtype); q has a row per token of NH
-    micro-rows. With NORM, K's rows are scaled by r_k (from Rk) and Q's by r_q, which the last program computes and
-    stores in Rq [B,T,H] (fp32, a row per micro-row, of use at each token's last)."""
+    """Grid (NW + NU + 1, NT, B·H), NW = K / BK with WRITE_W (else 0), NU = V / BV with WRITE_U (else 0). The
+    programs of a chunk write one column block each of w = T (β e^G ⊙ K) [B,T,H,K] (the first NW) and u = T (β ⊙ V)
+    [B,T,H,V] (the next NU), in k's and v's dtypes, and the last writes Aqk = scale · causal(Q Kᵀ ⊙ D) [B,T,H,C]
+    (in its buffer's dtype); q has a row per token of NH micro-rows. With NORM, K's rows are scaled by r_k (from Rk)
+    and Q's by r_q, which the last program computes and stores in Rq [B,T,H] (fp32, a row per micro-row, of use at
+    each token's last)."""
     i_c, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -128,18 +150,17 @@ def chunk_wu_aqk_fwd_kernel(
     rows = t0 + tl.arange(0, C)
     b_G, _ = load_gates(G + tok, t0, T, H, C)
     NK = tl.cdiv(K, BK)
-    NV = tl.cdiv(V, BV)
+    NW = NK if WRITE_W else 0
+    NU = tl.cdiv(V, BV) if WRITE_U else 0
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    if i_c < NK + NV:
+    if i_c < NW + NU:
         b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
         b_T = tl.load(T_in + tok * C + p_c, mask=m_c, other=0.0)
-        if i_c < NK:
-            b_s = b_beta * tl.exp(b_G)
-            if NORM:
-                b_s *= _row_scalars(Rk + tok, t0, T, H, C)
-            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_s, C, BK, PREC)
+        if i_c < NW:
+            _wu_block(k, w, tok, t0, T, H, K, i_c * BK, b_T, b_beta * _k_row_scales(b_G, Rk + tok, t0, T, H, C, NORM),
+                      C, BK, PREC)
         else:
-            _wu_block(v, u, tok, t0, T, H, V, (i_c - NK) * BV, b_T, b_beta, C, BV, PREC)
+            _wu_block(v, u, tok, t0, T, H, V, (i_c - NW) * BV, b_T, b_beta, C, BV, PREC)
     else:
         tq = tok_base(i_b, i_h, T, H, NH)
         b_qk = tl.zeros([C, C], dtype=tl.float32)
@@ -161,17 +182,24 @@ def chunk_wu_aqk_fwd_kernel(
 
 @triton.jit
 def chunk_state_fwd_kernel(
-    q, k, w, u, G, Aqk, h0, ht, h_all, v_new, o, Rq, Rk,
+    q, k, v, beta, Tinv, w, u, G, Aqk, h0, ht, h_all, v_new, o, Rq, Rk,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr,
     USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
-    FUSE_O: tl.constexpr = False, NORM: tl.constexpr = False,
+    FUSE_O: tl.constexpr = False, FUSE_U: tl.constexpr = False, FUSE_W: tl.constexpr = False,
+    SAVE: tl.constexpr = True, NORM: tl.constexpr = False,
 ):
     """Grid (V / BV, B·H); the state column block [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
-    in order; writes the state before each chunk (h_all [B,H,NT,K,V], k's dtype), v_new [B,T,H,V] and ht. With
-    FUSE_O (a candidate config, tuning.fused_output_configs) it also writes o as chunk_o_fwd_kernel does, from the h
-    and v_new it holds, and the output pass is not run. With NORM, K's rows enter the update scaled by r_k and Q h's
-    rows by r_q (Rk, Rq [B,T,H] fp32, from the per-chunk pass)."""
+    in order; writes ht and, with SAVE, the backward's: the state before each chunk (h_all [B,H,NT,K,V], k's dtype)
+    and v_new [B,T,H,V]. Candidate configs (tuning.py) fuse more of the forward into the walk:
+    FUSE_O: it also writes o as chunk_o_fwd_kernel does, from the h and v_new it holds, and the output pass is not
+        run (a forward without SAVE runs only these);
+    FUSE_U: it forms u = T (β ⊙ V) of its V block itself from v, β and Tinv, off the recurrence's critical path, and
+        the per-chunk pass writes no u;
+    FUSE_W (with FUSE_U): v_new = T (β ⊙ (V − e^G ⊙ K h)), one product with T, and w is not read (nor written,
+        without SAVE).
+    With NORM, K's rows enter the update scaled by r_k and Q h's rows by r_q (Rk, Rq [B,T,H] fp32, from the
+    per-chunk pass)."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
@@ -181,12 +209,27 @@ def chunk_state_fwd_kernel(
     for i_t in range(NT):
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        store_states(h_all + (i_bh * NT + i_t) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
+        if SAVE:
+            store_states(h_all + (i_bh * NT + i_t) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_v = (tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
-               - dot_rows_states(w + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC))
-        b_vn = b_v.to(v_new.dtype.element_ty)
-        tl.store(v_new + tok * V + p, b_vn, mask=m)
+        if FUSE_U:
+            p_c, m_c = tile(t0, T, H, C, 0, C, C)
+            b_T = tl.load(Tinv + tok * C + p_c, mask=m_c, other=0.0)
+            b_beta = _row_scalars(beta + tok, t0, T, H, C).to(tl.float32)
+            if FUSE_W:
+                b_kh = dot_rows_states(k + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC)
+                b_x = (tl.load(v + tok * V + p, mask=m, other=0.0).to(tl.float32)
+                       - b_kh * _k_row_scales(b_G, Rk + tok, t0, T, H, C, NORM)[:, None])
+                b_v = mm(b_T, b_x * b_beta[:, None], v, PREC)
+            else:
+                b_v = (_t_cols(v, tok, t0, T, H, V, i_v * BV, b_T, b_beta, C, BV, PREC)
+                       - dot_rows_states(w + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC))
+        else:
+            b_v = (tl.load(u + tok * V + p, mask=m, other=0.0).to(tl.float32)
+                   - dot_rows_states(w + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC))
+        b_vn = b_v.to(o.dtype.element_ty)
+        if SAVE:
+            tl.store(v_new + tok * V + p, b_vn, mask=m)
         if FUSE_O:
             b_qh = dot_rows_states(q + tq * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC, NH, NH - 1)
             if NORM:
@@ -248,66 +291,105 @@ def chunk_o_fwd_kernel(
     _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
 
 
-def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1,
-                  norm: bool = False) -> dict[str, Tensor]:
-    """The per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
-    (dot_operand_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes; with norm (q, k not yet normalised),
-    also Rq and Rk [B,T,H] fp32, their rows' 1/‖·‖ (see the module's docstring)."""
+def chunk_solve(k: Tensor, g: Tensor | None, beta: Tensor, q_dtype: torch.dtype, V: int, nh: int = 1,
+                norm: bool = False) -> dict[str, Tensor]:
+    """The per-chunk pass's first kernel (shapes as in chunk_fwd): G [B,T,H] fp32 and Tinv = (I + A)^{-1} [B,T,H,C]
+    (dot_operand_dtype); with norm (k not yet normalised), also Rk [B,T,H] fp32, its rows' 1/‖·‖."""
+    B, T, H, K = k.shape
+    G = torch.empty(B, T, H, dtype=torch.float32, device=k.device)
+    Tinv = torch.empty(B, T, H, CHUNK, dtype=dot_operand_dtype(q_dtype, K, V), device=k.device)
+    Rk = torch.empty_like(G) if norm else G  # G: a pointer the kernel never reads
+    prec = precision(q_dtype, K, V)
+    launch(chunk_kkt_solve_fwd_kernel, (triton.cdiv(T, CHUNK), B * H),
+           (k, g if g is not None else beta, beta, G, Tinv, Rk, T),
+           dict(H=H, K=K, C=CHUNK, BK=parallel_tiles(K, V)[0], USE_G=g is not None, PREC=prec,
+                MP=solve_precision(prec), NH=nh, NORM=norm),
+           candidates(SOLVE_CONFIGS, K, V))
+    return dict(G=G, Tinv=Tinv) | (dict(Rk=Rk) if norm else {})
+
+
+def chunk_wu_aqk(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, scale: float, solved: dict[str, Tensor],
+                 out: dict[str, Tensor], write_w: bool = True, write_u: bool = True, nh: int = 1, norm: bool = False
+                 ) -> None:
+    """The per-chunk pass's second kernel, into `out`'s w [B,T,H,K] (with write_w), u [B,T,H,V] (with write_u),
+    Aqk [B,T,H,C] and, with norm, Rq [B,T,H], from chunk_solve's `solved`."""
     B, T, H, K = k.shape
     V = v.shape[-1]
-    C = CHUNK
-    NT = triton.cdiv(T, C)
-    prec = precision(q.dtype, K, V)
-    G = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-    Tinv = torch.empty(B, T, H, C, dtype=dot_operand_dtype(q.dtype, K, V), device=q.device)
-    Aqk = torch.empty_like(Tinv)
-    w = torch.empty_like(k)
-    u = torch.empty_like(v)
-    Rq, Rk = (torch.empty_like(G), torch.empty_like(G)) if norm else (G, G)  # G: a pointer the kernels never read
     BK, BV = parallel_tiles(K, V)
-    launch(chunk_kkt_solve_fwd_kernel, (NT, B * H), (k, g if g is not None else beta, beta, G, Tinv, Rk, T),
-           dict(H=H, K=K, C=C, BK=BK, USE_G=g is not None, PREC=prec, MP=solve_precision(prec), NH=nh, NORM=norm),
-           candidates(SOLVE_CONFIGS, K, V))
-    launch(chunk_wu_aqk_fwd_kernel, (triton.cdiv(K, BK) + triton.cdiv(V, BV) + 1, NT, B * H),
-           (q, k, v, beta, G, Tinv, w, u, Aqk, Rq, Rk, scale, T),
-           dict(H=H, K=K, V=V, C=C, BK=BK, BV=BV, PREC=prec, NH=nh, NORM=norm),
+    G = solved["G"]
+    n_cols = (triton.cdiv(K, BK) if write_w else 0) + (triton.cdiv(V, BV) if write_u else 0)
+    launch(chunk_wu_aqk_fwd_kernel, (n_cols + 1, triton.cdiv(T, CHUNK), B * H),
+           (q, k, v, beta, G, solved["Tinv"], out["w"], out["u"], out["Aqk"], out.get("Rq", G), solved.get("Rk", G),
+            scale, T),
+           dict(H=H, K=K, V=V, C=CHUNK, BK=BK, BV=BV, PREC=precision(q.dtype, K, V), NH=nh, NORM=norm,
+                WRITE_W=write_w, WRITE_U=write_u),
            candidates(PAR_CONFIGS, K, V))  # narrow heads: 8 warps, the per-chunk form (tuning.py)
-    return dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, u=u) | (dict(Rq=Rq, Rk=Rk) if norm else {})
+
+
+def chunk_prepare(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float, nh: int = 1,
+                  norm: bool = False) -> dict[str, Tensor]:
+    """The whole per-chunk pass (shapes as in chunk_fwd): G [B,T,H] fp32; Tinv = (I + A)^{-1} and Aqk [B,T,H,C]
+    (dot_operand_dtype); w [B,T,H,K] and u [B,T,H,V] in k's and v's dtypes; with norm (q, k not yet normalised),
+    also Rq and Rk [B,T,H] fp32, their rows' 1/‖·‖ (see the module's docstring)."""
+    solved = chunk_solve(k, g, beta, q.dtype, v.shape[-1], nh, norm)
+    out = _wu_buffers(k, v, solved, norm)
+    chunk_wu_aqk(q, k, v, beta, scale, solved, out, nh=nh, norm=norm)
+    return solved | out
+
+
+def _wu_buffers(k: Tensor, v: Tensor, solved: dict[str, Tensor], norm: bool) -> dict[str, Tensor]:
+    """Empty w, u, Aqk (and Rq with norm) for chunk_wu_aqk."""
+    return dict(w=torch.empty_like(k), u=torch.empty_like(v), Aqk=torch.empty_like(solved["Tinv"])) \
+        | (dict(Rq=torch.empty_like(solved["G"])) if norm else {})
 
 
 def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-              initial_state: Tensor | None, output_final_state: bool, nh: int = 1, norm: bool = False
-              ) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
+              initial_state: Tensor | None, output_final_state: bool, nh: int = 1, norm: bool = False,
+              save: bool = True) -> tuple[Tensor, Tensor | None, dict[str, Tensor]]:
     """k [B,T,H,K], v [B,T,H,V], β [B,T,H] over T = T_tok·nh micro-rows; q [B,T_tok,H,K], g [B,T_tok,H] or None;
     all contiguous; norm: q and k as they are, each row L2-normalised inside the passes (the module's docstring).
-    Returns o [B,T_tok,H,V], the final state or None, and the saved intermediates (G, Tinv, Aqk, w, h_all, v_new; a
-    row per micro-row) the backward needs (of the normalised q, k)."""
+    Returns o [B,T_tok,H,V], the final state or None, and the intermediates (a row per micro-row) the backward needs
+    (of the normalised q, k): with save, G, Tinv, Aqk, w, h_all and v_new; without, G, Tinv and Aqk (a forward
+    alone: h and v_new are not stored, nor w where the state pass forms it). The state pass's launch times each of
+    its candidates (tuning.forward_state_candidates) with the w/u pass before it (as much of w and u as that
+    candidate reads or the backward needs) and the output pass after it (unless FUSE_O)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
-    C = CHUNK
-    NT = triton.cdiv(T, C)
-    f32 = dict(dtype=torch.float32, device=q.device)
+    NT = triton.cdiv(T, CHUNK)
     prec = precision(q.dtype, K, V)
-    prepared = chunk_prepare(q, k, v, g, beta, scale, nh, norm)
-    G, Tinv, Aqk, w, u = (prepared[n] for n in ("G", "Tinv", "Aqk", "w", "u"))
-    Rq, Rk = prepared.get("Rq", G), prepared.get("Rk", G)
-    BKp, BVp = parallel_tiles(K, V)
-    ht = torch.empty(B, H, K, V, **f32) if output_final_state else G
-    h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device)
-    v_new = torch.empty_like(v)
-    o = v.new_empty(B, T // nh, H, V)
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
+    unchecked = gpu_unchecked_forms(q.device)
+    # h and v_new are stored where a backward follows, for narrow heads (no FUSE_O: the output pass reads them) and
+    # on a GPU that has not checked the forward without them
+    save = save or not unchecked or not forward_state_candidates(configs, save=False)
+    configs = forward_state_candidates(configs, save, unchecked)
+    fallbacks = fallbacks if save else [dict(c, FUSE_O=True) for c in fallbacks]
+    solved = chunk_solve(k, g, beta, q.dtype, V, nh, norm)
+    out = _wu_buffers(k, v, solved, norm)
+    G, Tinv, Aqk, w, u = solved["G"], solved["Tinv"], out["Aqk"], out["w"], out["u"]
+    Rq, Rk = out.get("Rq", G), solved.get("Rk", G)
+    BKp, BVp = parallel_tiles(K, V)
+    ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else G
+    h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device) if save else G
+    v_new = torch.empty_like(v) if save else G
+    o = v.new_empty(B, T // nh, H, V)
+
+    def wu_pass(state_config: dict[str, int], _: Sequence) -> None:  # what the state pass will read, and the backward
+        chunk_wu_aqk(q, k, v, beta, scale, solved, out, save or not state_config.get("FUSE_W", False),
+                     not state_config.get("FUSE_U", False), nh, norm)
 
     def output_pass(state_config: dict[str, int], _: Sequence) -> None:  # what a config without FUSE_O leaves to do
         if not state_config.get("FUSE_O", False):
             launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
                    (q, G, Aqk, h_all, v_new, o, Rq, scale, T, NT),
-                   dict(H=H, K=K, V=V, C=C, BK=BKp, BV=BVp, PREC=prec, NH=nh, NORM=norm), candidates(OUT_CONFIGS, K, V))
+                   dict(H=H, K=K, V=V, C=CHUNK, BK=BKp, BV=BVp, PREC=prec, NH=nh, NORM=norm),
+                   candidates(OUT_CONFIGS, K, V))
     launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
-           (q, k, w, u, G, Aqk, initial_state if initial_state is not None else G, ht, h_all, v_new, o, Rq, Rk,
-            scale, T, NT),
-           dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
-                STORE_HT=output_final_state, PREC=prec, NH=nh, NORM=norm), configs + fused_output_configs(configs),
-           fallbacks, then=output_pass)
-    return o, (ht if output_final_state else None), dict(G=G, Tinv=Tinv, Aqk=Aqk, w=w, h_all=h_all, v_new=v_new)
+           (q, k, v, beta, Tinv, w, u, G, Aqk, initial_state if initial_state is not None else G, ht, h_all, v_new,
+            o, Rq, Rk, scale, T, NT),
+           dict(H=H, K=K, V=V, C=CHUNK, BK=BK, NKB=NKB, USE_H0=initial_state is not None,
+                STORE_HT=output_final_state, PREC=prec, NH=nh, SAVE=save, NORM=norm),
+           configs, fallbacks, before=wu_pass, then=output_pass)
+    kept = dict(G=G, Tinv=Tinv, Aqk=Aqk)
+    return o, (ht if output_final_state else None), kept | (dict(w=w, h_all=h_all, v_new=v_new) if save else {})

@@ -18,14 +18,16 @@ SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediat
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
 def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, scale: float,
-                          initial_state: Tensor | None, output_final_state: bool, nh: int, norm_qk: bool = False
-                          ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+                          initial_state: Tensor | None, output_final_state: bool, nh: int, norm_qk: bool = False,
+                          save: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """DeltaProduct_nh by interleaving (nh = 1: the gated delta rule) on contiguous inputs, q and k L2-normalised
     inside the passes with norm_qk (no normalised copies; forward only: its backward would have to normalise them
     again, and normalising before the forward is faster for forward + backward), initial_state fp32 (shapes:
-    chunk_fwd). Returns o, the final state (an empty tensor unless output_final_state) and the SAVED intermediates."""
-    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk)
-    return (o, ht if ht is not None else _empty(q), *(saved[n] for n in SAVED))
+    chunk_fwd). Returns o, the final state (an empty tensor unless output_final_state) and the SAVED intermediates;
+    without save (a forward no backward follows) w, h_all and v_new are neither stored nor returned (empty
+    tensors)."""
+    o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk, save)
+    return (o, ht if ht is not None else _empty(q), *(saved[n] if n in saved else _empty(q) for n in SAVED))
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_bwd", mutates_args=())
@@ -51,14 +53,15 @@ def _empty(like: Tensor) -> Tensor:
 
 
 @chunk_gated_delta_fwd.register_fake
-def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk=False):
+def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk=False, save=True):
     B, T, H, K = k.shape
     V, NT, f32 = v.shape[-1], -(-T // CHUNK), torch.float32
     ht = k.new_empty(B, H, K, V, dtype=f32) if output_final_state else _empty(q)
     cm = dot_operand_dtype(q.dtype, K, V)
+    for_backward = (torch.empty_like(k), k.new_empty(B, H, NT, K, V), torch.empty_like(v)) if save \
+        else (_empty(q),) * 3
     return (v.new_empty(B, T // nh, H, V), ht, k.new_empty(B, T, H, dtype=f32), k.new_empty(B, T, H, CHUNK, dtype=cm),
-            k.new_empty(B, T, H, CHUNK, dtype=cm), torch.empty_like(k), k.new_empty(B, H, NT, K, V),
-            torch.empty_like(v))
+            k.new_empty(B, T, H, CHUNK, dtype=cm), *for_backward)
 
 
 @chunk_gated_delta_bwd.register_fake
@@ -69,18 +72,19 @@ def _(q, k, v, g, beta, scale, initial_state, do, dht, G, Tinv, Aqk, w, h_all, v
 
 
 def _setup_context(ctx, inputs: tuple, output: tuple) -> None:
-    q, k, v, g, beta, scale, initial_state, output_final_state, nh, *norm_qk = inputs
+    q, k, v, g, beta, scale, initial_state, output_final_state, nh, *flags = inputs
     ctx.save_for_backward(q, k, v, g, beta, initial_state, *output[2:])
     ctx.mark_non_differentiable(*output[2:])
     ctx.set_materialize_grads(False)  # no zero-filled gradients for the saved intermediates (or an unused output)
     ctx.scale, ctx.nh, ctx.output_final_state = scale, nh, output_final_state
-    ctx.norm_qk = bool(norm_qk and norm_qk[0])
+    norm_qk, save = (*flags, *(False, True)[len(flags):])  # the op's defaults where inputs omit them
+    ctx.norm_qk, ctx.save = bool(norm_qk), bool(save)
 
 
 def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
-    if ctx.norm_qk:
-        raise RuntimeError("chunk_gated_delta_fwd with norm_qk is forward only: where a gradient is needed, "
-                           "normalise q and k before it (the entry points do)")
+    if ctx.norm_qk or not ctx.save:
+        raise RuntimeError("chunk_gated_delta_fwd with norm_qk or without save is forward only: where a gradient is "
+                           "needed, normalise q and k before it and save (the entry points do)")
     q, k, v, g, beta, h0, *saved = ctx.saved_tensors
     if do is None:  # only the final state reaches the loss
         do = v.new_zeros(*q.shape[:-1], v.shape[-1])
@@ -88,7 +92,7 @@ def _backward(ctx, do: Tensor | None, dht: Tensor | None, *_):
     dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_bwd(q, k, v, g, beta, ctx.scale, h0, do.contiguous(), dht,
                                                        *saved, ctx.nh)
     return (dq, dk, dv, dg if g is not None else None, dbeta, None, dh0 if h0 is not None else None, None, None,
-            None)
+            None, None)
 
 
 chunk_gated_delta_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -127,12 +131,13 @@ def chunk_gated_delta_product_triton(
     # q/k's L2 norm: inside the passes for a forward alone (no pass of its own); before them where a gradient is
     # needed, the normalised copies saved for the backward (on an H200 forward + backward is 0.4-4% faster that way
     # than normalising inside the passes and again in the backward: benchmarks/kernels.md)
-    norm_in_passes = use_qk_l2norm_in_kernel and not _needs_grad(q, k, v, g, beta, h0)
+    save = _needs_grad(q, k, v, g, beta, h0)  # a forward no backward follows stores nothing for one
+    norm_in_passes = use_qk_l2norm_in_kernel and not save
     if use_qk_l2norm_in_kernel and not norm_in_passes:
         q, k = l2norm_fwd(q, EPS), l2norm_fwd(k, EPS)
     o, ht, *_ = chunk_gated_delta_fwd(q, k, v.contiguous(), g.contiguous() if g is not None else None,
                                       beta.contiguous(), scale, h0, output_final_state, num_householder,
-                                      norm_in_passes)
+                                      norm_in_passes, save)
     return o, (ht if output_final_state else None)
 
 

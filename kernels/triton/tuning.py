@@ -76,8 +76,41 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
     candidates at 2 and 3 stages, timed by launch against the state pass plus the output pass. On an H200 (bf16) the
     fused walk at BV 64, 4 warps, 3 stages took 0.90–0.95 of the forward at widths 512, 1024 and fla's standard
     shape and 1.04 at 768; at 1536 three stages do not fit and two took 1.11; BV 32 and 8 warps never won
-    (studies/kernel-checks/state_o_fused.py). Empty where `configs` has no BV 64 (narrow heads among them)."""
+    (studies/kernel-checks/README.md). Empty where `configs` has no BV 64 (narrow heads among them)."""
     return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
+
+
+def fused_wu_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
+    """The forward state pass's candidates that form the UT transform's products themselves (chunk_fwd.py): FUSE_U,
+    u = T (β ⊙ V) in the walk, off the recurrence's critical path, so that the per-chunk pass before it reads and
+    writes no V-wide u blocks (two thirds of that pass's bytes at V = 2K); FUSE_W besides, v_new = T (β ⊙ (V − e^G ⊙
+    K h)), one more product on the critical path and no w read (nor written, in a forward without SAVE). The BV-64
+    candidates at 2 and 3 stages, alone and with FUSE_O, each with FUSE_U and with FUSE_U and FUSE_W; launch times
+    them with the w/u pass before them. Empty where `configs` has no BV 64."""
+    base = [c for c in [*configs, *fused_output_configs(configs)] if c["BV"] == 64 and c["num_stages"] in (2, 3)]
+    return [dict(c, **fuse) for fuse in (dict(FUSE_U=True), dict(FUSE_U=True, FUSE_W=True)) for c in base]
+
+
+def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = True, unchecked: bool = True
+                             ) -> list[dict[str, int]]:
+    """The forward state pass's candidates: the sequential pass's own (`configs`, state_configs), then the FUSE_O
+    and, with `unchecked` (gpu_unchecked_forms), the FUSE_U / FUSE_W ones; only those with FUSE_O where the forward
+    saves nothing for a backward (without h and v_new stored there is no output pass)."""
+    every = [*configs, *fused_output_configs(configs), *(fused_wu_configs(configs) if unchecked else [])]
+    return every if save else [c for c in every if c.get("FUSE_O")]
+
+
+# The forward's forms that no GPU has run yet: the state pass's FUSE_U / FUSE_W candidates and the forward that
+# stores nothing for a backward (chunk_fwd's save=False). A new form is not safe until the kernel tests and the
+# benchmark's fp64 checks have run on a GPU with it (docs/kernels.md: Triton on Hopper miscompiles what the
+# interpreter computes right), so on a GPU they are offered only where this variable is "1" (the command that
+# checks and times them sets it: maintainers/gpu/README.md); the interpreter runs them in the tests.
+UNCHECKED_ENV = "DELTAMUP_GPU_UNCHECKED_FORMS"
+
+
+def gpu_unchecked_forms(device: torch.device) -> bool:
+    """Whether the forward may use the forms no GPU has checked yet (UNCHECKED_ENV) on `device`."""
+    return device.type != "cuda" or os.environ.get(UNCHECKED_ENV) == "1"
 
 
 def is_narrow(K: int, V: int) -> bool:
@@ -205,7 +238,8 @@ register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
            fallbacks: Sequence[dict[str, int]] = SMEM_FALLBACKS,
-           then: Callable[[dict[str, int], Sequence[Any]], None] | None = None) -> None:
+           then: Callable[[dict[str, int], Sequence[Any]], None] | None = None,
+           before: Callable[[dict[str, int], Sequence[Any]], None] | None = None) -> None:
     """Launch `kernel` with the fastest of `configs` (num_warps, num_stages and any constexpr tile sizes; `grid` is a
     function of the merged keyword arguments where a config sets one), or with the first of `fallbacks` that fits
     where none of them fits the shared memory. On a GPU with half-precision inputs every config that fits is timed
@@ -218,7 +252,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     (the first where the sizes are symbolic).
     Candidates named in EXCLUDE_ENV or EXCLUDE_FILE_ENV's file are left out. DELTAMUP_AUTOTUNE_LOG=1 prints the
     times. `then(config, args)` runs after each launch with the config it took and the launch's args (random ones
-    when timing for a trace): the work that config leaves to another pass, timed with it."""
+    when timing for a trace): the work that config leaves to another pass, timed with it; `before(config, args)`
+    likewise runs before each launch: the work a pass before it does for that config."""
     grid_of = grid if callable(grid) else (lambda meta: grid)
     name = kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -226,6 +261,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     traceable = wrap_triton(kernel) if traced else kernel
 
     def run(cfg: dict[str, int]) -> None:
+        if before is not None:
+            before(cfg, args)
         traceable[grid_of({**kwargs, **cfg})](*args, **kwargs, **cfg)
         if then is not None:
             then(cfg, args)
@@ -235,6 +272,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if _compiled is not None:
         for cfg in configs:
             merged = {**kwargs, **cfg}
+            if before is not None:
+                before(cfg, args)
             _compiled.append(Compiled(name, cfg, kernel.warmup(*args, grid=grid_of(merged), **merged)))
             if then is not None:
                 then(cfg, args)
@@ -248,7 +287,7 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
     if traced:  # fake tensors of static sizes: the choice made on random tensors of those sizes
         if key not in _chosen:
             with _disable_current_modes():
-                launch(kernel, grid, [_random_like(a) for a in args], kwargs, configs, fallbacks, then=then)
+                launch(kernel, grid, [_random_like(a) for a in args], kwargs, configs, fallbacks, then, before)
         run(_chosen[key])
         return
     if key in _chosen:

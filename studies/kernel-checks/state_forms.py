@@ -1,0 +1,94 @@
+"""The forward through each set of the state pass's fused candidates, timed and compared, through the package.
+
+The forward state pass (kernels/triton/chunk_fwd.py `chunk_state_fwd_kernel`) walks the chunks holding h and v_new.
+Its fused candidates (tuning.forward_state_candidates) move more of the forward into that walk: FUSE_O the output
+(the output pass is not run), FUSE_U u = T (β ⊙ V) (the per-chunk pass writes no u), FUSE_W w h as T (β e^G ⊙ K h)
+(no w read). The launcher times each candidate with the passes it leaves before and after it and keeps the fastest.
+This runs the package's forward (chunk_fwd) on a fresh launcher per shape and form, the other candidates named in
+tuning.EXCLUDE_ENV:
+- `split`: no fused candidate (the per-chunk pass, the walk, the output pass);
+- `O`: the FUSE_O candidates offered;
+- `O,U,W`: every candidate offered (the package as it runs in training);
+- `alone`: a forward without save (no h, v_new or w stored for a backward; FUSE_O candidates only), as the package
+  runs under torch.no_grad.
+It prints the CUDA kernel time of each (torch.profiler, mean of 50 calls), the ratio to `O`, the state config kept,
+whether o is the same bit for bit as `split`'s, and o's error against the chunked PyTorch form in fp64
+(kernels/chunk_torch.py).
+
+    python3 studies/kernel-checks/state_forms.py                     # on a GPU: the benchmark's head shapes, bf16
+    python3 studies/kernel-checks/state_forms.py --nh 2              # DeltaProduct_2 at width 1024's heads
+    TRITON_INTERPRET=1 python3 studies/kernel-checks/state_forms.py  # on a CPU: small shapes, the first configs
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Callable
+
+import torch
+from prepare_forms import CPU_SHAPES, inputs  # beside this script (its folder is on sys.path)
+from solve_forms import gpu_ms
+
+from deltamup.kernels import chunk_gated_delta_product
+from deltamup.kernels.triton import tuning
+from deltamup.kernels.triton.chunk_fwd import chunk_fwd
+
+GPU_SHAPES = ((8, 2048, 6, 64, 128), (8, 2048, 6, 96, 192), (8, 2048, 6, 128, 256), (8, 2048, 6, 192, 384),
+              (4, 4096, 16, 128, 128))
+STATE = "chunk_state_fwd_kernel"
+FORMS = {"split": (), "O": ("FUSE_O",), "O,U,W": ("FUSE_O", "FUSE_U", "FUSE_W"), "alone": ("FUSE_O", "FUSE_U",
+                                                                                           "FUSE_W")}
+
+
+def excluded(K: int, V: int, BH: int, offered: tuple[str, ...]) -> str:
+    """EXCLUDE_ENV's value that leaves the state pass only the candidates whose fused flags are all `offered`."""
+    BK, _ = tuning.state_blocks(K)
+    every = tuning.forward_state_candidates(tuning.state_configs(K, BK, V, BH)[0])
+    return ";".join(f"{STATE}@{tuning.config_text(c)}" for c in every
+                    if any(f.startswith("FUSE_") and f not in offered for f in c))
+
+
+def forward(x: list[torch.Tensor], nh: int, form: str) -> tuple[torch.Tensor, str, Callable[[], object]]:
+    """o of the package's forward in `form` on a fresh launcher, the state pass's kept config, and the call."""
+    q, k, v, g, beta = x
+    os.environ[tuning.EXCLUDE_ENV] = excluded(k.shape[-1], v.shape[-1], k.shape[0] * k.shape[2], FORMS[form])
+    tuning.forget()
+    call = functools.partial(chunk_fwd, q, k, v, g, beta, k.shape[-1] ** -0.5, None, False, nh, save=form != "alone")
+    o = call()[0]
+    return o, ", ".join(tuning.config_text(c) for key, c in tuning._chosen.items() if key[0] == STATE), call
+
+
+def main() -> None:
+    os.environ[tuning.UNCHECKED_ENV] = "1"  # the forms this compares include those no GPU had checked before
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nh", type=int, default=1, help="DeltaProduct's n_h (on a GPU: width 1024's heads)")
+    p.add_argument("--shape", type=int, nargs=5, metavar=("B", "T", "H", "K", "V"), help="one shape instead")
+    args = p.parse_args()
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    shapes = [tuple(args.shape)] if args.shape else GPU_SHAPES if cuda else CPU_SHAPES
+    if cuda and args.nh > 1 and not args.shape:
+        shapes = [(8, 2048, 6, 128, 256)]
+    print(f"n_h = {args.nh}; {torch.cuda.get_device_name() if cuda else 'CPU (Triton interpreter)'}; "
+          f"torch {torch.__version__}; {str(dtype).split('.')[1]}")
+    print("| shape (B, T, H, K, V) | form | GPU ms | / `O` | state config kept | o bit for bit with `split` "
+          "| error vs fp64 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for shape in shapes:
+        x = inputs(tuple(shape), dtype, device, args.nh)
+        exact = chunk_gated_delta_product(*(t.double() for t in x), args.nh, backend="torch")[0]
+        rows = {}
+        for form in FORMS:
+            o, kept, call = forward(x, args.nh, form)
+            ms = gpu_ms(call) if cuda else float("nan")
+            rows[form] = (o, kept, ms, ((o.double() - exact).norm() / exact.norm()).item())
+        for form, (o, kept, ms, err) in rows.items():
+            print(f"| {', '.join(map(str, shape))} | `{form}` | {ms:.4f} | {ms / rows['O'][2]:.2f} | {kept} | "
+                  f"{torch.equal(o, rows['split'][0])} | {err:.1e} |", flush=True)
+    os.environ.pop(tuning.EXCLUDE_ENV, None)
+
+
+if __name__ == "__main__":
+    main()
