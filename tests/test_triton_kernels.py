@@ -190,7 +190,8 @@ FORWARD_CASES = [(150, 64, 128, 1, False), (70, 64, 96, 2, False), (70, 64, 96, 
 @pytest.mark.parametrize("T_tok,K,V,nh,norm", FORWARD_CASES)
 def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, monkeypatch):
     """The state pass's fused candidates (the launcher keeps one where it times faster than the split form) against
-    the split form, each pinned beside the same state config without its FUSE_* flags: FUSE_O computes the output
+    the split form, each pinned beside the same state config without its FUSE_* flags (at 2 stages: the
+    interpreter ignores stages, and the split candidates have no one-stage config): FUSE_O computes the output
     in the sequential walk (no output pass launched); FUSE_U forms u = T(β ⊙ V) there and reads no u (the per-chunk
     pass leaves it unwritten: here a buffer of NaNs); FUSE_W forms v_new = T(β ⊙ (V − e^G K h)). The same final
     state and saved intermediates (the backward's inputs) — bit for bit for FUSE_O alone, whose walk is the split
@@ -211,7 +212,8 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
     assert any(set(configs[i]) >= {"FUSE_O", "FUSE_U", "FUSE_W"} for i in fused)
     splits = {}
     for i in fused:
-        twin = configs.index({k: v for k, v in configs[i].items() if not k.startswith("FUSE_")})
+        twin = configs.index({k: v for k, v in configs[i].items() if not k.startswith("FUSE_")}
+                             | dict(num_stages=2))  # stages: ignored here, and no split config has one
         if twin not in splits:
             with tuning.pinned("chunk_state_fwd_kernel", twin) as pin:
                 splits[twin] = chunk_fwd(*args)
@@ -263,7 +265,8 @@ def test_a_gpu_offers_the_forms_it_has_not_checked_only_when_asked(monkeypatch):
     configs = tuning.state_configs(128, 64, 256, 48)[0]
     checked = tuning.forward_state_candidates(configs, unchecked=False)
     assert checked == configs + tuning.fused_output_configs(configs)
-    assert tuning.forward_state_candidates(configs) == checked + tuning.fused_wu_configs(configs)
+    assert tuning.forward_state_candidates(configs) == checked + tuning.one_stage_output_configs(configs) \
+        + tuning.fused_wu_configs(configs)
     assert not any(c.get("FUSE_U") for c in checked) and all(c.get("FUSE_U") for c in tuning.fused_wu_configs(configs))
 
 

@@ -80,31 +80,44 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
     return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
 
 
+def one_stage_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
+    """FUSE_O at BV 64 with one stage (no loads in flight across chunks): 24–40 KB of shared memory where 2 and 3
+    stages take 96–297 KB, so that an SM holds two of its programs (registers allow two) instead of one. At width
+    1024 (48 heads, V 256: 192 programs) that is one wave on an H200's 132 SMs instead of two; compiled for sm_90 no
+    spills at K ≤ 128 (benchmarks/kernel-resources.md). Whether the second program a SM hides the latency the
+    stages did is for the launcher's timing to say."""
+    return [dict(c, num_stages=1, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] == 2]
+
+
 def fused_wu_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
     """The forward state pass's candidates that form the UT transform's products themselves (chunk_fwd.py): FUSE_U,
     u = T (β ⊙ V) in the walk, off the recurrence's critical path, so that the per-chunk pass before it reads and
     writes no V-wide u blocks (two thirds of that pass's bytes at V = 2K); FUSE_W besides, v_new = T (β ⊙ (V − e^G ⊙
-    K h)), one more product on the critical path and no w read (nor written, in a forward without SAVE). The BV-64
-    candidates at 2 and 3 stages, alone and with FUSE_O, each with FUSE_U and with FUSE_U and FUSE_W; launch times
-    them with the w/u pass before them. Empty where `configs` has no BV 64."""
+    K h)), one more product on the critical path and no w read (nor written, in a forward without SAVE). Each of
+    the BV-64 candidates at 2 and 3 stages, alone and with FUSE_O, and the one-stage FUSE_O ones, with FUSE_U and
+    with FUSE_U and FUSE_W; launch times them with the w/u pass before them. Empty where `configs` has no BV 64."""
     base = [c for c in [*configs, *fused_output_configs(configs)] if c["BV"] == 64 and c["num_stages"] in (2, 3)]
+    base += one_stage_output_configs(configs)
     return [dict(c, **fuse) for fuse in (dict(FUSE_U=True), dict(FUSE_U=True, FUSE_W=True)) for c in base]
 
 
 def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = True, unchecked: bool = True
                              ) -> list[dict[str, int]]:
     """The forward state pass's candidates: the sequential pass's own (`configs`, state_configs), then the FUSE_O
-    and, with `unchecked` (gpu_unchecked_forms), the FUSE_U / FUSE_W ones; only those with FUSE_O where the forward
-    saves nothing for a backward (without h and v_new stored there is no output pass)."""
-    every = [*configs, *fused_output_configs(configs), *(fused_wu_configs(configs) if unchecked else [])]
+    ones and, with `unchecked` (gpu_unchecked_forms), the one-stage FUSE_O and the FUSE_U / FUSE_W ones; only those
+    with FUSE_O where the forward saves nothing for a backward (without h and v_new stored there is no output
+    pass)."""
+    new = [*one_stage_output_configs(configs), *fused_wu_configs(configs)] if unchecked else []
+    every = [*configs, *fused_output_configs(configs), *new]
     return every if save else [c for c in every if c.get("FUSE_O")]
 
 
-# The forward's forms that no GPU has run yet: the state pass's FUSE_U / FUSE_W candidates and the forward that
-# stores nothing for a backward (chunk_fwd's save=False). A new form is not safe until the kernel tests and the
-# benchmark's fp64 checks have run on a GPU with it (docs/kernels.md: Triton on Hopper miscompiles what the
-# interpreter computes right), so on a GPU they are offered only where this variable is "1" (the command that
-# checks and times them sets it: maintainers/gpu/README.md); the interpreter runs them in the tests.
+# The forward's forms that no GPU has run yet: the state pass's one-stage FUSE_O and FUSE_U / FUSE_W candidates
+# and the forward that stores nothing for a backward (chunk_fwd's save=False). A new form is not safe until the
+# kernel tests and the benchmark's fp64 checks have run on a GPU with it (docs/kernels.md: Triton on Hopper
+# miscompiles what the interpreter computes right), so on a GPU they are offered only where this variable is "1"
+# (the command that checks and times them sets it: maintainers/gpu/README.md); the interpreter runs them in the
+# tests.
 UNCHECKED_ENV = "DELTAMUP_GPU_UNCHECKED_FORMS"
 
 

@@ -3,12 +3,14 @@
 The forward state pass (kernels/triton/chunk_fwd.py `chunk_state_fwd_kernel`) walks the chunks holding h and v_new.
 Its fused candidates (tuning.forward_state_candidates) move more of the forward into that walk: FUSE_O the output
 (the output pass is not run), FUSE_U u = T (β ⊙ V) (the per-chunk pass writes no u), FUSE_W w h as T (β e^G ⊙ K h)
-(no w read). The launcher times each candidate with the passes it leaves before and after it and keeps the fastest.
+(no w read); at one stage an SM holds two programs of the walk instead of one. The launcher times each
+candidate with the passes it leaves before and after it and keeps the fastest.
 This runs the package's forward (chunk_fwd) on a fresh launcher per shape and form, the other candidates named in
 tuning.EXCLUDE_ENV:
 - `split`: no fused candidate (the per-chunk pass, the walk, the output pass);
-- `O`: the FUSE_O candidates offered;
-- `O,U,W`: every candidate offered (the package as it runs in training);
+- `O`: the FUSE_O candidates at 2 and 3 stages offered (the package before the forms no GPU has checked);
+- `O+1`: the one-stage FUSE_O candidates as well (two programs an SM: tuning.one_stage_output_configs);
+- `O,U,W`: every candidate offered (the package as it runs in training, those forms on);
 - `alone`: a forward without save (no h, v_new or w stored for a backward; FUSE_O candidates only), as the package
   runs under torch.no_grad.
 It prints the CUDA kernel time of each (torch.profiler, mean of 50 calls), the ratio to `O`, the state config kept,
@@ -37,22 +39,28 @@ from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 GPU_SHAPES = ((8, 2048, 6, 64, 128), (8, 2048, 6, 96, 192), (8, 2048, 6, 128, 256), (8, 2048, 6, 192, 384),
               (4, 4096, 16, 128, 128))
 STATE = "chunk_state_fwd_kernel"
-FORMS = {"split": (), "O": ("FUSE_O",), "O,U,W": ("FUSE_O", "FUSE_U", "FUSE_W"), "alone": ("FUSE_O", "FUSE_U",
-                                                                                           "FUSE_W")}
+FORMS = {  # the state candidates each form offers, from the pass's own (tuning.state_configs)
+    "split": lambda c: c,
+    "O": lambda c: c + tuning.fused_output_configs(c),
+    "O+1": lambda c: c + tuning.fused_output_configs(c) + tuning.one_stage_output_configs(c),
+    "O,U,W": tuning.forward_state_candidates,
+    "alone": tuning.forward_state_candidates,
+}
 
 
-def excluded(K: int, V: int, BH: int, offered: tuple[str, ...]) -> str:
-    """EXCLUDE_ENV's value that leaves the state pass only the candidates whose fused flags are all `offered`."""
+def excluded(K: int, V: int, BH: int, form: str) -> str:
+    """EXCLUDE_ENV's value that leaves the state pass only the candidates `form` offers."""
     BK, _ = tuning.state_blocks(K)
-    every = tuning.forward_state_candidates(tuning.state_configs(K, BK, V, BH)[0])
-    return ";".join(f"{STATE}@{tuning.config_text(c)}" for c in every
-                    if any(f.startswith("FUSE_") and f not in offered for f in c))
+    configs = tuning.state_configs(K, BK, V, BH)[0]
+    offered = FORMS[form](configs)
+    return ";".join(f"{STATE}@{tuning.config_text(c)}" for c in tuning.forward_state_candidates(configs)
+                    if c not in offered)
 
 
 def forward(x: list[torch.Tensor], nh: int, form: str) -> tuple[torch.Tensor, str, Callable[[], object]]:
     """o of the package's forward in `form` on a fresh launcher, the state pass's kept config, and the call."""
     q, k, v, g, beta = x
-    os.environ[tuning.EXCLUDE_ENV] = excluded(k.shape[-1], v.shape[-1], k.shape[0] * k.shape[2], FORMS[form])
+    os.environ[tuning.EXCLUDE_ENV] = excluded(k.shape[-1], v.shape[-1], k.shape[0] * k.shape[2], form)
     tuning.forget()
     call = functools.partial(chunk_fwd, q, k, v, g, beta, k.shape[-1] ** -0.5, None, False, nh, save=form != "alone")
     o = call()[0]
