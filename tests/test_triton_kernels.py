@@ -117,10 +117,12 @@ def test_delta_product_triton_does_not_interleave(monkeypatch):
     assert o.shape == (1, 2, 1, 8)
 
 
-@pytest.mark.parametrize("config", [dict(BV=16, num_warps=4, num_stages=1), dict(BV=64, num_warps=4, num_stages=2)])
+@pytest.mark.parametrize("config", [dict(BV=16, num_warps=4, num_stages=1), dict(BV=64, num_warps=4, num_stages=2),
+                                    dict(BV=64, num_warps=4, num_stages=1)])
 def test_every_state_config_is_correct(monkeypatch, config):
     """The sequential passes with a V block other than the heuristic's (launch may pick any state_configs candidate
-    on a GPU): BV = 16 and 64 against the reference, V = 90 (ragged in both), K = 70 (two state blocks)."""
+    on a GPU, and tuning.one_stage_configs' one-stage BV 64): BV = 16 and 64 against the reference, V = 90 (ragged
+    in both), K = 70 (two state blocks). Stages matter on a GPU only (DELTAMUP_AUTOTUNE=0 runs this config there)."""
     from deltamup.kernels.triton import chunk_bwd, chunk_fwd, tuning
 
     for module in (chunk_fwd, chunk_bwd):

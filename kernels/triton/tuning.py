@@ -80,13 +80,19 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
     return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
 
 
+def one_stage_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
+    """A sequential pass's BV-64 candidate at one stage (no loads in flight across chunks), where 2 and more stages
+    take enough shared memory that an SM holds one program of the pass: at K ≥ 96 the forward's fused walk takes
+    152–297 KB and the backward's 145–290 KB, at one stage 32–40 KB, and an SM holds two (registers allow two). At
+    width 1024 (48 heads, V 256: 192 programs) that is one wave on an H200's 132 SMs instead of two
+    (docs/kernels.md); compiled for sm_90 no spills at K ≤ 128 (benchmarks/kernel-resources.md). Whether the second
+    program an SM hides the latency the stages did is for the launcher's timing to say."""
+    return [dict(c, num_stages=1) for c in configs if c["BV"] == 64 and c["num_stages"] == 2]
+
+
 def one_stage_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
-    """FUSE_O at BV 64 with one stage (no loads in flight across chunks): 24–40 KB of shared memory where 2 and 3
-    stages take 96–297 KB, so that an SM holds two of its programs (registers allow two) instead of one. At width
-    1024 (48 heads, V 256: 192 programs) that is one wave on an H200's 132 SMs instead of two; compiled for sm_90 no
-    spills at K ≤ 128 (benchmarks/kernel-resources.md). Whether the second program a SM hides the latency the
-    stages did is for the launcher's timing to say."""
-    return [dict(c, num_stages=1, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] == 2]
+    """The forward state pass's one-stage candidate (one_stage_configs) with FUSE_O."""
+    return [dict(c, FUSE_O=True) for c in one_stage_configs(configs)]
 
 
 def fused_wu_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
@@ -112,8 +118,9 @@ def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = Tru
     return every if save else [c for c in every if c.get("FUSE_O")]
 
 
-# The forward's forms that no GPU has run yet: the state pass's one-stage FUSE_O and FUSE_U / FUSE_W candidates
-# and the forward that stores nothing for a backward (chunk_fwd's save=False). A new form is not safe until the
+# The forms that no GPU has run yet: the forward state pass's one-stage FUSE_O and FUSE_U / FUSE_W candidates, the
+# backward state pass's one-stage candidate and the forward that stores nothing for a backward (chunk_fwd's
+# save=False). A new form is not safe until the
 # kernel tests and the benchmark's fp64 checks have run on a GPU with it (docs/kernels.md: Triton on Hopper
 # miscompiles what the interpreter computes right), so on a GPU they are offered only where this variable is "1"
 # (the command that checks and times them sets it: maintainers/gpu/README.md); the interpreter runs them in the
@@ -122,7 +129,7 @@ UNCHECKED_ENV = "DELTAMUP_GPU_UNCHECKED_FORMS"
 
 
 def gpu_unchecked_forms(device: torch.device) -> bool:
-    """Whether the forward may use the forms no GPU has checked yet (UNCHECKED_ENV) on `device`."""
+    """Whether the passes may use the forms no GPU has checked yet (UNCHECKED_ENV) on `device`."""
     return device.type != "cuda" or os.environ.get(UNCHECKED_ENV) == "1"
 
 
