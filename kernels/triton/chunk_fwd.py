@@ -47,11 +47,14 @@ from .tuning import (
 )
 from .utils import (
     CHUNK,
+    add_trans_blocks,
     add_trans_states,
     decay,
+    dot_blocks_states,
     dot_rows,
     dot_rows_states,
     load_gates,
+    load_row_blocks,
     load_state,
     load_states,
     mm,
@@ -216,8 +219,9 @@ def chunk_state_fwd_kernel(
             p_c, m_c = tile(t0, T, H, C, 0, C, C)
             b_T = tl.load(Tinv + tok * C + p_c, mask=m_c, other=0.0)
             b_beta = _row_scalars(beta + tok, t0, T, H, C).to(tl.float32)
-            if FUSE_W:
-                b_kh = dot_rows_states(k + tok * K, t0, T, H, K, b_h1, b_h2, b_h3, b_h4, C, BK, NKB, PREC)
+            if FUSE_W:  # K's blocks loaded once for K h and the update
+                b_k1, b_k2, b_k3, b_k4 = load_row_blocks(k + tok * K, t0, T, H, K, C, BK, NKB)
+                b_kh = dot_blocks_states(b_k1, b_k2, b_k3, b_k4, b_h1, b_h2, b_h3, b_h4, NKB, PREC)
                 b_x = (tl.load(v + tok * V + p, mask=m, other=0.0).to(tl.float32)
                        - b_kh * _k_row_scales(b_G, Rk + tok, t0, T, H, C, NORM)[:, None])
                 b_v = mm(b_T, b_x * b_beta[:, None], v, PREC)
@@ -238,8 +242,12 @@ def chunk_state_fwd_kernel(
         b_f = tl.exp(b_gl - b_G)
         if NORM:
             b_f *= _row_scalars(Rk + tok, t0, T, H, C)
-        b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H, K,
-                                                  b_v * b_f[:, None], C, BK, NKB, PREC)
+        if FUSE_U and FUSE_W:
+            b_h1, b_h2, b_h3, b_h4 = add_trans_blocks(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), b_k1, b_k2, b_k3, b_k4,
+                                                      b_v * b_f[:, None], NKB, PREC)
+        else:
+            b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H,
+                                                      K, b_v * b_f[:, None], C, BK, NKB, PREC)
     if STORE_HT:
         store_states(ht + i_bh * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
 

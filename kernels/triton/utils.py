@@ -196,3 +196,52 @@ def add_trans_states(b1, b2, b3, b4, decay, x, t0, T, H, K, b_r, C: tl.constexpr
     if NKB > 3:
         b4 = b4 * decay + dot_trans(x, t0, T, H, K, 3, b_r, C, BK, PREC, NH, PH)
     return b1, b2, b3, b4
+
+
+@triton.jit
+def load_row_blocks(x, t0, T, H, K, C: tl.constexpr, BK: tl.constexpr, NKB: tl.constexpr):
+    """A chunk's rows of X [T, H, K] at `x` as NKB ≤ 4 column blocks [C, BK] in X's dtype (the rest zeros): loaded
+    once for two products of a step (dot_blocks_states, add_trans_blocks)."""
+    p, m = tile(t0, T, H, K, 0, C, BK)
+    x1 = tl.load(x + p, mask=m, other=0.0)
+    x2 = tl.zeros([C, BK], dtype=x1.dtype)
+    x3 = tl.zeros([C, BK], dtype=x1.dtype)
+    x4 = tl.zeros([C, BK], dtype=x1.dtype)
+    if NKB > 1:
+        p, m = tile(t0, T, H, K, BK, C, BK)
+        x2 = tl.load(x + p, mask=m, other=0.0)
+    if NKB > 2:
+        p, m = tile(t0, T, H, K, 2 * BK, C, BK)
+        x3 = tl.load(x + p, mask=m, other=0.0)
+    if NKB > 3:
+        p, m = tile(t0, T, H, K, 3 * BK, C, BK)
+        x4 = tl.load(x + p, mask=m, other=0.0)
+    return x1, x2, x3, x4
+
+
+@triton.jit
+def dot_blocks_states(x1, x2, x3, x4, b1, b2, b3, b4, NKB: tl.constexpr, PREC: tl.constexpr):
+    """X @ S → [C, BV] fp32 for X given as column blocks (load_row_blocks) and the state column block S as row
+    blocks (as dot_rows_states, without loading X)."""
+    acc = _dot_as(x1, b1, PREC)
+    if NKB > 1:
+        acc += _dot_as(x2, b2, PREC)
+    if NKB > 2:
+        acc += _dot_as(x3, b3, PREC)
+    if NKB > 3:
+        acc += _dot_as(x4, b4, PREC)
+    return acc
+
+
+@triton.jit
+def add_trans_blocks(b1, b2, b3, b4, decay, x1, x2, x3, x4, b_r, NKB: tl.constexpr, PREC: tl.constexpr):
+    """decay · S + Xᵀ b_r for the state column block S (row blocks b1..b4) and X given as column blocks
+    (load_row_blocks), b_r [C, BV] (as add_trans_states, without loading X)."""
+    b1 = b1 * decay + _dot_as(tl.trans(x1), b_r, PREC)
+    if NKB > 1:
+        b2 = b2 * decay + _dot_as(tl.trans(x2), b_r, PREC)
+    if NKB > 2:
+        b3 = b3 * decay + _dot_as(tl.trans(x3), b_r, PREC)
+    if NKB > 3:
+        b4 = b4 * decay + _dot_as(tl.trans(x4), b_r, PREC)
+    return b1, b2, b3, b4
