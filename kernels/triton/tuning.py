@@ -83,7 +83,7 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
 def one_stage_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
     """A sequential pass's BV-64 candidate at one stage (no loads in flight across chunks), where 2 and more stages
     take enough shared memory that an SM holds one program of the pass: at K ≥ 96 the forward's fused walk takes
-    152–297 KB at 2 and 3 stages and the backward's 145–297 KB, at one stage 24–40 KB, and an SM holds two
+    152–297 KB at 2 and 3 stages and the backward's 145–297 KB, at one stage 24–64 KB, and an SM holds two
     (registers allow two). At width 1024 (48 heads, V 256: 192 programs) that is one wave on an H200's 132 SMs
     instead of two (docs/kernels.md); compiled for sm_90 no spills at K ≤ 128 (benchmarks/kernel-resources.md).
     Whether the second program an SM hides the latency the stages did is for the launcher's timing to say."""
