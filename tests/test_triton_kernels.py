@@ -204,6 +204,7 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
+    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")  # on a GPU too: this test is part of their check
     _nan_wu_buffers(monkeypatch)
     args = _forward_args(T_tok, K, V, nh, norm)
     with tuning.pinned() as pin:
@@ -240,6 +241,7 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
+    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")  # on a GPU too: this test is part of their check
     _nan_wu_buffers(monkeypatch)
     args = _forward_args(T_tok, K, V, nh, norm)
     o_saved, ht_saved, saved = chunk_fwd(*args)
@@ -376,7 +378,8 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     configs = tuning.state_configs(64, 64, 128, 2)[0]
-    assert [r[4] for r in rows] == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs)]
+    offered = tuning.forward_state_candidates(configs, unchecked=tuning.gpu_unchecked_forms(torch.device(DEVICE)))
+    assert [r[4] for r in rows] == [tuning.config_text(c) for c in offered]
     assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "n_h 2" in out.splitlines()[-1]
     assert main(argv[:-1] + ["0"]) == 2  # bad input: one line, before any work
