@@ -387,9 +387,9 @@ _compiled: list[Compiled] | None = None
 
 @contextmanager
 def compiling() -> Iterator[list[Compiled]]:
-    """Within: `launch` compiles every candidate of every pass, and of the pass each one leaves to `then`, for the
-    active Triton driver's target, and runs nothing (outputs stay as allocated); yields the list it fills, in launch
-    order. benchmarks/kernel_resources.py compiles so for a GPU the machine does not have."""
+    """Within: `launch` compiles every candidate of every pass, and of the passes each one leaves to `before` and
+    `then`, for the active Triton driver's target, and runs nothing (outputs stay as allocated); yields the list it
+    fills, in launch order. benchmarks/kernel_resources.py compiles so for a GPU the machine does not have."""
     global _compiled
     outer, _compiled = _compiled, []
     try:
