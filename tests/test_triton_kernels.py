@@ -75,6 +75,9 @@ def test_l2norm_in_kernel(K, V, monkeypatch):
     o = function.chunk_gated_delta_fwd(q, k, v, g, beta, 0.25, None, False, 1, True)[0]
     with pytest.raises(RuntimeError, match="forward only"):
         o.sum().backward()
+    o = function.chunk_gated_delta_fwd(q, k, v, g, beta, 0.25, None, False, 1, False, False)[0]  # without save
+    with pytest.raises(RuntimeError, match="forward only"):
+        o.sum().backward()
 
 
 def delta_product(backend: str, n: int):
@@ -272,6 +275,26 @@ def test_a_gpu_offers_the_forms_it_has_not_checked_only_when_asked(monkeypatch):
     assert tuning.forward_state_candidates(configs) == checked + tuning.one_stage_output_configs(configs) \
         + tuning.fused_wu_configs(configs)
     assert not any(c.get("FUSE_U") for c in checked) and all(c.get("FUSE_U") for c in tuning.fused_wu_configs(configs))
+
+
+@pytest.mark.parametrize("K,gate", [(64, False), (32, True)])
+def test_the_op_without_save_returns_what_its_fake_does(K, gate, monkeypatch):
+    """chunk_gated_delta_fwd without save, where chunk_fwd stores h, v_new and w anyway (a GPU whose gate is closed;
+    narrow heads, which have no FUSE_O candidate): the op still returns them empty, as its fake implementation does
+    (what torch.compile plans with), and o is the saving op's."""
+    from deltamup.kernels.triton import chunk_fwd as fwd
+    from deltamup.kernels.triton import function
+
+    monkeypatch.setattr(fwd, "gpu_unchecked_forms", lambda device: gate)
+    x = {n: t.float().contiguous() for n, t in make_inputs(1, 70, 2, K, 64, "random").items()}
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"], K**-0.5, None, False, 1, False)
+    lean, full = function.chunk_gated_delta_fwd(*args, False), function.chunk_gated_delta_fwd(*args, True)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = function.chunk_gated_delta_fwd(*(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                                                for a in args), False)
+    assert [t.shape for t in lean] == [t.shape for t in fake] and [t.dtype for t in lean] == [t.dtype for t in fake]
+    assert all(t.numel() == 0 for t in lean[5:]) and all(t.numel() > 0 for t in full[5:])
+    assert torch.equal(lean[0], full[0])
 
 
 def test_the_entry_point_saves_only_where_a_gradient_is_wanted(monkeypatch):

@@ -14,6 +14,7 @@ from .tuning import dot_operand_dtype
 from .utils import CHUNK
 
 SAVED = ("G", "Tinv", "Aqk", "w", "h_all", "v_new")  # the forward's intermediates the backward reads (chunk_fwd)
+FOR_BACKWARD_ONLY = ("w", "h_all", "v_new")  # those a forward without save returns as empty tensors
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_fwd", mutates_args=())
@@ -24,10 +25,11 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, bet
     inside the passes with norm_qk (no normalised copies; forward only: its backward would have to normalise them
     again, and normalising before the forward is faster for forward + backward), initial_state fp32 (shapes:
     chunk_fwd). Returns o, the final state (an empty tensor unless output_final_state) and the SAVED intermediates;
-    without save (a forward no backward follows) w, h_all and v_new are neither stored nor returned (empty
-    tensors)."""
+    without save (a forward no backward follows) FOR_BACKWARD_ONLY come back as empty tensors (chunk_fwd stores
+    them only where it must: narrow heads, a GPU that has not checked that form)."""
     o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk, save)
-    return (o, ht if ht is not None else _empty(q), *(saved[n] if n in saved else _empty(q) for n in SAVED))
+    return (o, ht if ht is not None else _empty(q),
+            *(_empty(q) if not save and n in FOR_BACKWARD_ONLY else saved[n] for n in SAVED))
 
 
 @torch.library.custom_op("deltamup::chunk_gated_delta_bwd", mutates_args=())
