@@ -369,6 +369,28 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
 
 
+def test_kernels_check_covers_the_forward_alone(capsys):
+    """`deltamup kernels check --forward-only`: the forward that stores nothing for a backward (its passes compile
+    apart): the state pass's candidates are its FUSE_O ones, each within the bar of fp64 on o and the final state,
+    and no backward pass runs."""
+    from deltamup.cli import main
+    from deltamup.kernels.triton import tuning
+
+    argv = ["kernels", "check", "--head-dims", "64x128", "--shape", "1,70,2", "--dtype", "fp32", "--forward-only"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
+    state = [r[4] for r in rows if r[2] == "chunk_state_fwd_kernel"]
+    configs = tuning.state_configs(64, 64, 128, 2)[0]
+    if tuning.gpu_unchecked_forms(torch.device(DEVICE)):
+        assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, save=False)]
+    else:  # a GPU whose gate is closed stores h and v_new: the saving forward's candidates
+        assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, unchecked=False)]
+    assert not any(r[2].startswith("chunk_") and "bwd" in r[2] for r in rows)  # (the short conv's are checked too)
+    assert all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
+    assert "the forward alone" in out.splitlines()[-1]
+
+
 def test_kernels_check_covers_the_passes_that_normalise_q_and_k(capsys, monkeypatch):
     """`deltamup kernels check --qk-norm-in-kernel`: the per-chunk pass's candidates compiled with the in-kernel norm
     (NORM), the forward on q of any length against the recurrence on normalised q, k, with no normalising pass of

@@ -5,6 +5,7 @@ this machine, before a sweep trusts the autotuner with them.
     deltamup kernels check --head-dims 128x256 --kernel chunk_wu_aqk_fwd_kernel
     deltamup kernels check --head-dims 128x256 --householder 2    # DeltaProduct_2's compiled passes
     deltamup kernels check --head-dims 128x256 --qk-norm-in-kernel  # the passes that normalise q and k themselves
+    deltamup kernels check --head-dims 128x256 --forward-only        # the forward with no backward to follow
 
 Each pass runs each of its candidates in turn (the other passes at their first) on B 2, T 300 (a ragged last
 chunk), H 2, random gates, β ∈ [0, 2] and an initial state; the table lists the largest relative error of the
@@ -62,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--qk-norm-in-kernel", action="store_true",
                    help="q and k normalised inside the forward's passes (use_qk_l2norm_in_kernel without a "
                    "gradient; its passes compile apart): the forward's outputs only")
+    c.add_argument("--forward-only", action="store_true",
+                   help="the forward that no backward follows (no input needs a gradient; it stores nothing for "
+                   "one, and its passes compile apart): the forward's outputs only")
     c.add_argument("--tolerance", type=float, default=None, help="fail at this relative error or above "
                    "(default: 1e-2 for bf16 and fp16, 1e-4 for fp32)")
     c.set_defaults(run=run_check)
@@ -93,7 +97,7 @@ def run_check(args: argparse.Namespace) -> int:
         results = []
         if args.kernel is None or args.kernel in selfcheck.PASSES:
             results += selfcheck.check(K, V, dtype, args.shape, args.kernel, householder=args.householder,
-                                       norm=args.qk_norm_in_kernel)
+                                       norm=args.qk_norm_in_kernel, forward_only=args.forward_only)
         if args.kernel is None or args.kernel in selfcheck.CONV_PASSES:  # q's (heads normalized) and v's
             for channels, group in ((H * K, K), (H * V, 0)):
                 results += selfcheck.check_short_conv(channels, group, dtype, (B, T), args.kernel)
@@ -109,5 +113,6 @@ def run_check(args: argparse.Namespace) -> int:
           f"({str(dtype).removeprefix('torch.')} inputs, B,T,H = {','.join(map(str, args.shape))})"
           + (f", n_h {args.householder}" if args.householder > 1 else "")
           + (", q and k normalised in the kernels" if args.qk_norm_in_kernel else "")
+          + (", the forward alone" if args.forward_only or args.qk_norm_in_kernel else "")
           + (f"; {unfit} do not fit this GPU's shared memory (the launcher skips them)" if unfit else ""))
     return 1 if failed else 0

@@ -50,7 +50,7 @@ class Result:
 
 def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int, int] = (2, 300, 2),
           kernel: str | None = None, device: str | None = None, seed: int = 6, states: bool = True,
-          householder: int = 1, gated: bool = True, norm: bool = False) -> list[Result]:
+          householder: int = 1, gated: bool = True, norm: bool = False, forward_only: bool = False) -> list[Result]:
     """Each candidate of each pass (or only of `kernel`) at head dims K, V, inputs of `dtype`, (B, T, H) = shape
     (T = 300: several chunks and a ragged last one), random gates, β ∈ [0, 2]; with `states`, an initial state and
     the final one too (the model trains without either: states False checks the kernels it compiles). With
@@ -58,7 +58,9 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
     same recurrence over the interleaved micro-rows. `gated` False: no decay gate (plain DeltaNet's passes, compiled
     apart from the gated ones). `norm`: q and k normalised inside the passes (use_qk_l2norm_in_kernel without a
     gradient, also compiled apart): the forward's outputs against the recurrence on normalised q, k (with a gradient
-    the norm runs before the passes, whose candidates the check without `norm` covers)."""
+    the norm runs before the passes, whose candidates the check without `norm` covers). `forward_only` (implied by
+    `norm`): no input needs a gradient, so the forward stores nothing for a backward (chunk_fwd's save; its passes
+    compile apart) and only its outputs are checked."""
     if kernel is not None and kernel not in PASSES:
         raise ValueError(f"no pass named {kernel!r}; the passes: {', '.join(PASSES)}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -71,9 +73,10 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
     else:
         rule = functools.partial(chunk_gated_delta_product_triton, num_householder=householder)
         reference = functools.partial(gated_delta_product, recurrent_gated_delta_rule, num_householder=householder)
-    want = outputs(reference, x, torch.float64, states, states, norm, grads=not norm)
+    grads = not (norm or forward_only)
+    want = outputs(reference, x, torch.float64, states, states, norm, grads=grads)
     with tuning.pinned() as pin:  # which passes launch, and their candidates
-        outputs(rule, x, dtype, states, states, norm, grads=not norm)
+        outputs(rule, x, dtype, states, states, norm, grads=grads)
     names = [kernel] if kernel is not None else list(pin.seen)
     if kernel is not None and kernel not in pin.seen:
         raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
@@ -82,7 +85,7 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
         for i, config in enumerate(pin.seen[name]):
             try:
                 with tuning.pinned(name, i):
-                    errors = rel_errors(outputs(rule, x, dtype, states, states, norm, grads=not norm), want)
+                    errors = rel_errors(outputs(rule, x, dtype, states, states, norm, grads=grads), want)
             except OutOfResources:
                 results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
                 continue
