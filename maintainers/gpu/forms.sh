@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with carry [".gpu/sbundle"]: the kernel forms no GPU has checked yet
+# (docs/kernels.md: the state passes' one-stage candidates, FUSE_U / FUSE_W, the forward alone), offered through
+# DELTAMUP_GPU_UNCHECKED_FORMS=1, in three parts of one call each (each a few minutes; a call has ten):
+#   bash maintainers/gpu/forms.sh check   → $OUT/tests.log (the kernel tests with every candidate),
+#                                          $OUT/check.log (deltamup kernels check of the state passes' candidates,
+#                                          with a backward, --forward-only, --qk-norm-in-kernel, DeltaProduct_2;
+#                                          the head dims of widths 512-1536), all side by side
+#   bash maintainers/gpu/forms.sh forms   → $OUT/state-forms.md (studies/kernel-checks/state_forms.py, n_h 1 and 2)
+#   bash maintainers/gpu/forms.sh bench   → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py with them)
+# If check passes and the forms win, tuning.gpu_unchecked_forms offers them by default.
+set -uo pipefail
+PART=${1:-}
+case "$PART" in check|forms|bench) ;; *) echo "forms.sh: PART must be check, forms or bench" >&2; exit 2 ;; esac
+source .gpu/sbundle/setup.sh
+python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
+  || { cat /tmp/pip-install.log; exit 1; }
+export DELTAMUP_GPU_UNCHECKED_FORMS=1 PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+case "$PART" in
+  check)  # the tests and the state passes' candidates in the check's three forward modes, side by side
+    dims="64x128 96x192 128x256 192x384"
+    timeout -k 10 500 python3 -m pytest -q -n 8 tests/test_triton_kernels.py \
+      -k "every_candidate or every_state_config or fused_state or alone" > "$OUT/tests.log" 2>&1 &
+    i=0
+    for run in "--kernel chunk_state_fwd_kernel" "--kernel chunk_state_bwd_kernel" \
+               "--kernel chunk_state_fwd_kernel --forward-only" "--kernel chunk_state_fwd_kernel --qk-norm-in-kernel" \
+               "--kernel chunk_state_fwd_kernel --householder 2 --head-dims 128x256"; do  # (the last --head-dims wins)
+      timeout -k 10 500 deltamup kernels check --head-dims $dims $run > "/tmp/check-$i.log" 2>&1 &
+      i=$((i + 1))
+    done
+    wait
+    for j in 0 1 2 3 4; do cat "/tmp/check-$j.log"; done > "$OUT/check.log"
+    tail -n 3 "$OUT/tests.log"; grep "configs within" "$OUT/check.log" ;;
+  forms)
+    { timeout -k 10 400 python3 studies/kernel-checks/state_forms.py
+      timeout -k 10 130 python3 studies/kernel-checks/state_forms.py --nh 2; } 2>&1 | tee "$OUT/state-forms.md" ;;
+  bench)
+    timeout -k 10 560 python3 benchmarks/kernels.py --gpu-unchecked-forms --out "$OUT/kernels.md" \
+      > "$OUT/kernels.log" 2>&1
+    tail -n 12 "$OUT/kernels.md" ;;
+esac
