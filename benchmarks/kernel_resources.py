@@ -38,6 +38,7 @@ from deltamup.kernels.triton import tuning  # noqa: E402
 # Hopper (sm_90) per SM: 64K 32-bit registers, allocated per warp in units of 256; 228 KB of shared memory, 227 KB
 # at most a CTA, 1 KB reserved per CTA; 64 warps and 32 CTAs at most.
 REGISTERS, REG_UNIT, SMEM_SM, SMEM_CTA, SMEM_RESERVED, MAX_WARPS, MAX_CTAS = 65536, 256, 233472, 232448, 1024, 64, 32
+SMS = 132  # an H200's SMs
 TENSOR_CORE_OPS = ("HGMMA", "HMMA")  # warpgroup (4 warps) and warp-level matrix multiplies
 LOCAL_OPS = ("LDL", "STL")  # local-memory loads and stores: spills
 
@@ -61,9 +62,9 @@ class CompileOnlyDriver:
         return torch.device("cpu")
 
 
-def compile_shape(s: Shape) -> list[tuple[str, dict[str, int], object]]:
-    """(pass, config, compiled kernel) of every candidate the op's forward and backward launch at shape s (bf16,
-    q and k as the model passes them: normalised before the op)."""
+def compile_shape(s: Shape) -> list[tuple[str, dict[str, int], object, int | None]]:
+    """(pass, config, compiled kernel, programs its launch runs) of every candidate the op's forward and backward
+    launch at shape s (bf16, q and k as the model passes them: normalised before the op)."""
     Tn = s.T * s.n_h
     x = [torch.randn(s.B, s.T, s.H, s.K), torch.randn(s.B, Tn, s.H, s.K), torch.randn(s.B, Tn, s.H, s.V),
          torch.randn(s.B, s.T, s.H), torch.rand(s.B, Tn, s.H)]
@@ -74,7 +75,7 @@ def compile_shape(s: Shape) -> list[tuple[str, dict[str, int], object]]:
         else:
             o = kernels.chunk_gated_delta_product(q, k, v, g, beta, s.n_h, backend="triton")[0]
         o.backward(torch.zeros_like(o))
-    return [(c.kernel, c.config, c.binary) for c in compiled]
+    return [(c.kernel, c.config, c.binary, c.programs) for c in compiled]
 
 
 def import_fla() -> None:
@@ -117,7 +118,7 @@ def fla_counterparts(s: Shape) -> list[tuple[str, dict[str, int], object]]:
         for c in configs:
             cfg = {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
             binary = fn.warmup(*args, grid=(1,), **constexprs, USE_G=True, IS_VARLEN=False, **cfg)
-            out.append((f"fla {fn.__name__}", cfg, binary))
+            out.append((f"fla {fn.__name__}", cfg, binary, None))
     return out
 
 
@@ -147,14 +148,20 @@ def ctas_per_sm(r: dict[str, int]) -> int:
     return min(by_regs, by_smem, MAX_WARPS // r["warps"], MAX_CTAS)
 
 
+def waves(programs: int | None, ctas: int) -> str:
+    """How many rounds an H200's SMs take to run `programs` at `ctas` an SM ("–" where unknown or unfit)."""
+    return str(-(-programs // (ctas * SMS))) if programs and ctas else "–"
+
+
 def table(rows: list[dict]) -> list[str]:
-    head = ("pass", "config", "registers", "stack (B)", "shared (KB)", "CTAs / SM", "tensor-core ops",
-            "local ld/st", "SASS ops")
+    head = ("pass", "config", "registers", "stack (B)", "shared (KB)", "CTAs / SM", "programs", "waves",
+            "tensor-core ops", "local ld/st", "SASS ops")
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         ctas = ctas_per_sm(r)
         out.append(f"| `{r['pass']}` | {r['config']} | {r['regs']} | {r['stack']} | {r['smem'] / 1024:.1f} | "
-                   f"{ctas if ctas else 'does not fit'} | {r['mma']} | {r['local']} | {r['sass']} |")
+                   f"{ctas if ctas else 'does not fit'} | {r['programs'] or '–'} | {waves(r['programs'], ctas)} | "
+                   f"{r['mma']} | {r['local']} | {r['sass']} |")
     return out
 
 
@@ -186,19 +193,20 @@ def main() -> None:
              f"Triton {triton.__version__}, torch {torch.__version__}, compiled on a machine without a GPU. Command:",
              "", "    python3 benchmarks/kernel_resources.py " + " ".join(sys.argv[1:]), "",
              "Every candidate config of every pass the op's forward and backward launch (bf16, q and k normalised "
-             "before the op). CTAs / SM: what an H200 SM holds at once by registers, shared memory and warps. "
+             "before the op). CTAs / SM: what an H200 SM holds at once by registers, shared memory and warps; "
+             f"programs: the launch's grid; waves: the rounds {SMS} SMs take to run them at that many an SM. "
              "Stack and local ld/st: spills to local memory. Tensor-core ops: HGMMA (warpgroup) and HMMA "
              "(warp) instructions.", ""]
     for s in shapes:
         seen: set[tuple[str, str]] = set()
         rows = []
         compiled = compile_shape(s) + (fla_counterparts(s) if a.fla and s.n_h == 1 else [])
-        for name, cfg, binary in compiled:
+        for name, cfg, binary, programs in compiled:
             key = (name, tuning.config_text(cfg))
             if key in seen or (a.passes and name not in a.passes):
                 continue
             seen.add(key)
-            rows.append(dict(resources(binary, tools), **{"pass": name, "config": key[1]}))
+            rows.append(dict(resources(binary, tools), **{"pass": name, "config": key[1], "programs": programs}))
         lines += [f"## {label(s)}", "", *table(rows), ""]
         print("\n".join(lines[-len(rows) - 5:]), flush=True)
         if a.out:  # after every shape: a run cut short keeps what it compiled

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.kernel_resources import ctas_per_sm
+from benchmarks.kernel_resources import ctas_per_sm, waves
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSES = {"chunk_kkt_solve_fwd_kernel", "chunk_wu_aqk_fwd_kernel", "chunk_state_fwd_kernel", "chunk_o_fwd_kernel",
@@ -32,11 +32,14 @@ def test_every_pass_of_forward_and_backward_compiles_for_hopper_and_nothing_runs
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.read_text().splitlines()
             if line.startswith("| `")]
     assert {row[0].strip("`") for row in rows} == PASSES
-    for name, config, regs, stack, smem, ctas, mma, local, sass in rows:
+    for name, config, regs, stack, smem, ctas, programs, rounds, mma, local, sass in rows:
         assert 0 < int(regs) <= 255 and float(smem) > 0 and int(sass) > 0, name
         assert "warps=" in config and int(stack) >= 0 and int(local) >= 0, name
         assert int(mma) > 0, f"{name} has no tensor-core instruction"  # every pass multiplies in dots
         assert ctas == "does not fit" or int(ctas) >= 1
+        assert int(programs) > 0 and (ctas == "does not fit" or int(rounds) >= 1), name
+    state = {row[6] for row in rows if row[0] == "`chunk_state_fwd_kernel`"}
+    assert state == {str(64 // 16 * 6 * 8)}  # V 64 in blocks of 16, 6 heads, batch 8: the grid of the walk
     assert "8, 2048, 6, 32, 64 (width 256)" in out.read_text()
 
 
@@ -57,3 +60,8 @@ def test_bad_shape_and_interpreter_fail_in_one_line_before_compiling():
 ])
 def test_ctas_per_sm_follows_hopper_limits(regs, warps, smem, want):
     assert ctas_per_sm(dict(regs=regs, warps=warps, smem=smem)) == want
+
+
+def test_waves_are_the_rounds_the_sms_take():
+    """192 programs (width 1024's walk) on 132 SMs: two rounds at one an SM, one at two; unknown or unfit: "–"."""
+    assert (waves(192, 1), waves(192, 2), waves(132, 1), waves(None, 2), waves(192, 0)) == ("2", "1", "1", "–", "–")

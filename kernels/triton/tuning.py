@@ -4,6 +4,7 @@ where the interpreter runs them)."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -294,7 +295,8 @@ def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any],
             merged = {**kwargs, **cfg}
             if before is not None:
                 before(cfg, args)
-            _compiled.append(Compiled(name, cfg, kernel.warmup(*args, grid=grid_of(merged), **merged)))
+            sizes = grid_of(merged)
+            _compiled.append(Compiled(name, cfg, kernel.warmup(*args, grid=sizes, **merged), math.prod(sizes)))
             if then is not None:
                 then(cfg, args)
         return
@@ -376,10 +378,12 @@ def _launch_pinned(pin: Pin, name: str, configs: Sequence[dict[str, int]], fallb
 
 @dataclass
 class Compiled:
-    """One candidate compiled inside `compiling`: the pass, its config and Triton's compiled kernel (asm, metadata)."""
+    """One candidate compiled inside `compiling`: the pass, its config, Triton's compiled kernel (asm, metadata) and
+    the programs its launch would run (the grid's size)."""
     kernel: str
     config: dict[str, int]
     binary: Any
+    programs: int
 
 
 _compiled: list[Compiled] | None = None
