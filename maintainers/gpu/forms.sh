@@ -7,10 +7,13 @@
 #                                          with a backward, --forward-only, --qk-norm-in-kernel, DeltaProduct_2;
 #                                          the head dims of widths 512-1536), all side by side
 #   bash maintainers/gpu/forms.sh forms   → $OUT/state-forms.md (studies/kernel-checks/state_forms.py, n_h 1 and 2)
-#   bash maintainers/gpu/forms.sh bench   → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py with them)
+#   bash maintainers/gpu/forms.sh bench [SHAPE…] → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py with
+#                                          them; SHAPE: its --only indices, e.g. 1 3 2 4 then 0 5 6 7 in two calls
+#                                          where all eight do not fit one: the report keeps every finished shape)
 # If check passes and the forms win, tuning.gpu_unchecked_forms offers them by default.
 set -uo pipefail
 PART=${1:-}
+shift || true
 case "$PART" in check|forms|bench) ;; *) echo "forms.sh: PART must be check, forms or bench" >&2; exit 2 ;; esac
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
@@ -36,7 +39,7 @@ case "$PART" in
     { timeout -k 10 400 python3 studies/kernel-checks/state_forms.py
       timeout -k 10 130 python3 studies/kernel-checks/state_forms.py --nh 2; } 2>&1 | tee "$OUT/state-forms.md" ;;
   bench)
-    timeout -k 10 560 python3 benchmarks/kernels.py --gpu-unchecked-forms --out "$OUT/kernels.md" \
+    timeout -k 10 560 python3 benchmarks/kernels.py --gpu-unchecked-forms ${1:+--only "$@"} --out "$OUT/kernels.md" \
       > "$OUT/kernels.log" 2>&1
     tail -n 12 "$OUT/kernels.md" ;;
 esac
