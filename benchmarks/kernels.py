@@ -234,7 +234,7 @@ def compile_only(s: Shape, part: str) -> None:
     for fn, x, dtype in fns:
         attempt(outputs_and_grads, fn, x, dtype)
         with torch.no_grad():  # the forward alone compiles apart (ours: no h, v_new stored)
-            attempt(fn, *(t.to(dtype) for t in x))
+            attempt(fn, *x)
     torch.cuda.synchronize()
     print(f"compiled {part} for {s} in {time.time() - t0:.0f} s", flush=True)
 

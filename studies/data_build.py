@@ -3,14 +3,15 @@
     python3 studies/data_build.py SWEEP_DIR CORPUS [CORPUS…] [--runs 3,13,68] [--tries 3]
 
 `deltamup data prepare` builds the default corpus from the installed packages' sources, so two installs can build
-two corpora that differ by a few hundred or thousand bytes and draw other batches at the same seed. A trial's first
-training loss (its curve's step 0: the initial model on the first batch) depends on its seed's initial weights and
-on that batch alone, so it names the build. The trials of one driver run (the record's `run`) read one build (one
-machine, one corpus); for each run, up to --tries of its narrowest trials (each another model or seed) have their
-first batch from each candidate CORPUS run through the same initial model on this CPU in fp32, printed beside the
-recorded losses as one markdown table. The build read agrees to bf16's rounding at initialisation (1e-4 to 5e-4 nats
-at the default multipliers, more with larger logits); another build differs by 1e-3 to 2e-2 on most batches but can
-come as close on one, hence several trials, their distances summed.
+two corpora that differ by hundreds to tens of thousands of bytes (582 and 29,390 between the builds in
+studies/corpus-builds/) and draw other batches at the same seed. A trial's first training loss (its curve's step 0:
+the initial model on the first batch) depends on its seed's initial weights and on that batch alone, so it names the
+build. The trials of one driver run (the record's `run`) read one build (one machine, one corpus); for each run, up
+to --tries of its narrowest trials (each another model or seed) have their first batch from each candidate CORPUS
+run through the same initial model on this CPU in fp32, printed beside the recorded losses as one markdown table.
+The build read agrees to bf16's rounding at initialisation (1e-4 to 5e-4 nats at the default multipliers, more with
+larger logits); another build differs by 1e-3 to 2e-2 on most batches but can come as close on one, hence several
+trials, their distances summed.
 """
 from __future__ import annotations
 

@@ -261,8 +261,9 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
 
 
 def test_a_gpu_offers_the_forms_it_has_not_checked_only_when_asked(monkeypatch):
-    """tuning.UNCHECKED_ENV: on a CUDA device the FUSE_U / FUSE_W candidates and the forward without save are
-    offered only where it is "1"; the interpreter (a CPU tensor) always runs them."""
+    """tuning.UNCHECKED_ENV: on a CUDA device the one-stage and FUSE_U / FUSE_W candidates are offered only where it
+    is "1" (the forward without save likewise: test_the_op_without_save_returns_what_its_fake_does); the
+    interpreter (a CPU tensor) always runs them."""
     from deltamup.kernels.triton import tuning
 
     monkeypatch.delenv(tuning.UNCHECKED_ENV, raising=False)
