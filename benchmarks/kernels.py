@@ -317,8 +317,6 @@ def main() -> None:
     p.add_argument("--out", help="write the markdown report here (rewritten after every shape)")
     p.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     p.add_argument("--no-fla", action="store_true", help="ours only")
-    p.add_argument("--gpu-unchecked-forms", action="store_true",
-                   help=f"offer the forward's forms no GPU has checked yet (sets {tuning.UNCHECKED_ENV}=1)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--compile-only", choices=("ours", "fla"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -330,8 +328,6 @@ def main() -> None:
         return
     import triton
 
-    if args.gpu_unchecked_forms:  # the children inherit it
-        os.environ[tuning.UNCHECKED_ENV] = "1"
     todo = args.only if args.only else list(range(len(SHAPES)))
     t0 = time.time()
     parts = ("ours",) + (() if args.no_fla else ("fla",))

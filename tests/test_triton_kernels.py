@@ -207,7 +207,6 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
-    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")  # on a GPU too: this test is part of their check
     _nan_wu_buffers(monkeypatch)
     args = _forward_args(T_tok, K, V, nh, norm)
     with tuning.pinned() as pin:
@@ -244,7 +243,6 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
     from deltamup.kernels.triton import tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
-    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")  # on a GPU too: this test is part of their check
     _nan_wu_buffers(monkeypatch)
     args = _forward_args(T_tok, K, V, nh, norm)
     o_saved, ht_saved, saved = chunk_fwd(*args)
@@ -260,33 +258,13 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
         assert_close({"o": o, "ht": ht}, {"o": o_saved.double(), "ht": ht_saved.double()}, 1e-6)
 
 
-def test_a_gpu_offers_the_forms_it_has_not_checked_only_when_asked(monkeypatch):
-    """tuning.UNCHECKED_ENV: on a CUDA device the one-stage and FUSE_U / FUSE_W candidates are offered only where it
-    is "1" (the forward without save likewise: test_the_op_without_save_returns_what_its_fake_does); the
-    interpreter (a CPU tensor) always runs them."""
-    from deltamup.kernels.triton import tuning
-
-    monkeypatch.delenv(tuning.UNCHECKED_ENV, raising=False)
-    assert tuning.gpu_unchecked_forms(torch.device("cpu")) and not tuning.gpu_unchecked_forms(torch.device("cuda"))
-    monkeypatch.setenv(tuning.UNCHECKED_ENV, "1")
-    assert tuning.gpu_unchecked_forms(torch.device("cuda"))
-    configs = tuning.state_configs(128, 64, 256, 48)[0]
-    checked = tuning.forward_state_candidates(configs, unchecked=False)
-    assert checked == configs + tuning.fused_output_configs(configs)
-    assert tuning.forward_state_candidates(configs) == checked + tuning.one_stage_output_configs(configs) \
-        + tuning.fused_wu_configs(configs)
-    assert not any(c.get("FUSE_U") for c in checked) and all(c.get("FUSE_U") for c in tuning.fused_wu_configs(configs))
-
-
-@pytest.mark.parametrize("K,gate", [(64, False), (32, True)])
-def test_the_op_without_save_returns_what_its_fake_does(K, gate, monkeypatch):
-    """chunk_gated_delta_fwd without save, where chunk_fwd stores h, v_new and w anyway (a GPU whose gate is closed;
-    narrow heads, which have no FUSE_O candidate): the op still returns them empty, as its fake implementation does
-    (what torch.compile plans with), and o is the saving op's."""
-    from deltamup.kernels.triton import chunk_fwd as fwd
+@pytest.mark.parametrize("K", [64, 32])
+def test_the_op_without_save_returns_what_its_fake_does(K):
+    """chunk_gated_delta_fwd without save (K 64), and where chunk_fwd stores h, v_new and w anyway (K 32: narrow
+    heads, which have no FUSE_O candidate): the op returns them empty, as its fake implementation does (what
+    torch.compile plans with), and o is the saving op's."""
     from deltamup.kernels.triton import function
 
-    monkeypatch.setattr(fwd, "gpu_unchecked_forms", lambda device: gate)
     x = {n: t.float().contiguous() for n, t in make_inputs(1, 70, 2, K, 64, "random").items()}
     args = (x["q"], x["k"], x["v"], x["g"], x["beta"], K**-0.5, None, False, 1, False)
     lean, full = function.chunk_gated_delta_fwd(*args, False), function.chunk_gated_delta_fwd(*args, True)
@@ -383,10 +361,7 @@ def test_kernels_check_covers_the_forward_alone(capsys):
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     state = [r[4] for r in rows if r[2] == "chunk_state_fwd_kernel"]
     configs = tuning.state_configs(64, 64, 128, 2)[0]
-    if tuning.gpu_unchecked_forms(torch.device(DEVICE)):
-        assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, save=False)]
-    else:  # a GPU whose gate is closed stores h and v_new: the saving forward's candidates
-        assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, unchecked=False)]
+    assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, save=False)]
     assert not any(r[2].startswith("chunk_") and "bwd" in r[2] for r in rows)  # (the short conv's are checked too)
     assert all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "the forward alone" in out.splitlines()[-1]
@@ -424,7 +399,7 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     configs = tuning.state_configs(64, 64, 128, 2)[0]
-    offered = tuning.forward_state_candidates(configs, unchecked=tuning.gpu_unchecked_forms(torch.device(DEVICE)))
+    offered = tuning.forward_state_candidates(configs)
     assert [r[4] for r in rows] == [tuning.config_text(c) for c in offered]
     assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "n_h 2" in out.splitlines()[-1]

@@ -23,7 +23,6 @@ from .tuning import (
     PAR_CONFIGS,
     candidates,
     dot_operand_dtype,
-    gpu_unchecked_forms,
     launch,
     one_stage_configs,
     parallel_tiles,
@@ -247,8 +246,7 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_local
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
-    if gpu_unchecked_forms(q.device):
-        configs = configs + one_stage_configs(configs)
+    configs = configs + one_stage_configs(configs)
     launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_local, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,

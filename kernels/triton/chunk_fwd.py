@@ -37,7 +37,6 @@ from .tuning import (
     candidates,
     dot_operand_dtype,
     forward_state_candidates,
-    gpu_unchecked_forms,
     launch,
     parallel_tiles,
     precision,
@@ -367,11 +366,9 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     prec = precision(q.dtype, K, V)
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
-    unchecked = gpu_unchecked_forms(q.device)
-    # h and v_new are stored where a backward follows, for narrow heads (no FUSE_O: the output pass reads them) and
-    # on a GPU that has not checked the forward without them
-    save = save or not unchecked or not forward_state_candidates(configs, save=False)
-    configs = forward_state_candidates(configs, save, unchecked)
+    # h and v_new are stored where a backward follows, and for narrow heads (no FUSE_O: the output pass reads them)
+    save = save or not forward_state_candidates(configs, save=False)
+    configs = forward_state_candidates(configs, save)
     fallbacks = fallbacks if save else [dict(c, FUSE_O=True) for c in fallbacks]
     solved = chunk_solve(k, g, beta, q.dtype, V, nh, norm)
     out = _wu_buffers(k, v, solved, norm)

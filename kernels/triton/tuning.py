@@ -108,30 +108,12 @@ def fused_wu_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
     return [dict(c, **fuse) for fuse in (dict(FUSE_U=True), dict(FUSE_U=True, FUSE_W=True)) for c in base]
 
 
-def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = True, unchecked: bool = True
-                             ) -> list[dict[str, int]]:
+def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = True) -> list[dict[str, int]]:
     """The forward state pass's candidates: the sequential pass's own (`configs`, state_configs), then the FUSE_O
-    ones and, with `unchecked` (gpu_unchecked_forms), the one-stage FUSE_O and the FUSE_U / FUSE_W ones; only those
-    with FUSE_O where the forward saves nothing for a backward (without h and v_new stored there is no output
-    pass)."""
-    new = [*one_stage_output_configs(configs), *fused_wu_configs(configs)] if unchecked else []
-    every = [*configs, *fused_output_configs(configs), *new]
+    ones, the one-stage FUSE_O ones and the FUSE_U / FUSE_W ones; only those with FUSE_O where the forward saves
+    nothing for a backward (without h and v_new stored there is no output pass)."""
+    every = [*configs, *fused_output_configs(configs), *one_stage_output_configs(configs), *fused_wu_configs(configs)]
     return every if save else [c for c in every if c.get("FUSE_O")]
-
-
-# The forms that no GPU has run yet: the forward state pass's one-stage FUSE_O and FUSE_U / FUSE_W candidates, the
-# backward state pass's one-stage candidate and the forward that stores nothing for a backward (chunk_fwd's
-# save=False). A new form is not safe until the
-# kernel tests and the benchmark's fp64 checks have run on a GPU with it (docs/kernels.md: Triton on Hopper
-# miscompiles what the interpreter computes right), so on a GPU they are offered only where this variable is "1"
-# (the command that checks and times them sets it: maintainers/gpu/README.md); the interpreter runs them in the
-# tests.
-UNCHECKED_ENV = "DELTAMUP_GPU_UNCHECKED_FORMS"
-
-
-def gpu_unchecked_forms(device: torch.device) -> bool:
-    """Whether the passes may use the forms no GPU has checked yet (UNCHECKED_ENV) on `device`."""
-    return device.type != "cuda" or os.environ.get(UNCHECKED_ENV) == "1"
 
 
 def is_narrow(K: int, V: int) -> bool:

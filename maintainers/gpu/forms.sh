@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with carry [".gpu/sbundle"]: the kernel forms no GPU has checked yet
-# (docs/kernels.md: the state passes' one-stage candidates, FUSE_U / FUSE_W, the forward alone), offered through
-# DELTAMUP_GPU_UNCHECKED_FORMS=1, in three parts of one call each (each a few minutes; a call has ten):
+# On the GPU machine, from the repository root, with carry [".gpu/sbundle"]: the state passes' forms (docs/kernels.md:
+# split, FUSE_O, one stage, FUSE_U / FUSE_W, the forward alone) checked and timed on a new GPU or Triton, in three
+# parts of one call each (each a few minutes; a call has ten):
 #   bash maintainers/gpu/forms.sh check   → $OUT/tests.log (the kernel tests with every candidate),
 #                                          $OUT/check.log (deltamup kernels check of the state passes' candidates,
 #                                          with a backward, --forward-only, --qk-norm-in-kernel, DeltaProduct_2;
 #                                          the head dims of widths 512-1536), all side by side
 #   bash maintainers/gpu/forms.sh forms   → $OUT/state-forms.md (studies/kernel-checks/state_forms.py, n_h 1 and 2)
-#   bash maintainers/gpu/forms.sh bench [SHAPE…] → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py with
-#                                          them; SHAPE: its --only indices, e.g. 1 3 2 4 then 0 5 6 7 in two calls
+#   bash maintainers/gpu/forms.sh bench [SHAPE…] → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py;
+#                                          SHAPE: its --only indices, e.g. 1 3 2 4 then 0 5 6 7 in two calls
 #                                          where all eight do not fit one: the report keeps every finished shape)
-# If check passes and the forms win, tuning.gpu_unchecked_forms offers them by default.
 set -uo pipefail
 PART=${1:-}
 shift || true
@@ -18,7 +17,7 @@ case "$PART" in check|forms|bench) ;; *) echo "forms.sh: PART must be check, for
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }
-export DELTAMUP_GPU_UNCHECKED_FORMS=1 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 case "$PART" in
   check)  # the tests and the state passes' candidates in the check's three forward modes, side by side
@@ -39,7 +38,7 @@ case "$PART" in
     { timeout -k 10 400 python3 studies/kernel-checks/state_forms.py
       timeout -k 10 130 python3 studies/kernel-checks/state_forms.py --nh 2; } 2>&1 | tee "$OUT/state-forms.md" ;;
   bench)
-    timeout -k 10 560 python3 benchmarks/kernels.py --gpu-unchecked-forms ${1:+--only "$@"} --out "$OUT/kernels.md" \
+    timeout -k 10 560 python3 benchmarks/kernels.py ${1:+--only "$@"} --out "$OUT/kernels.md" \
       > "$OUT/kernels.log" 2>&1
     tail -n 12 "$OUT/kernels.md" ;;
 esac

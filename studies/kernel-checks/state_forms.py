@@ -8,9 +8,9 @@ candidate with the passes it leaves before and after it and keeps the fastest.
 This runs the package's forward (chunk_fwd) on a fresh launcher per shape and form, the other candidates named in
 tuning.EXCLUDE_ENV:
 - `split`: no fused candidate (the per-chunk pass, the walk, the output pass);
-- `O`: the FUSE_O candidates at 2 and 3 stages offered (the package before the forms no GPU has checked);
+- `O`: the FUSE_O candidates at 2 and 3 stages offered (the package before FUSE_U / FUSE_W and one stage);
 - `O+1`: the one-stage FUSE_O candidates as well (two programs an SM: tuning.one_stage_output_configs);
-- `O,U,W`: every candidate offered (the package as it runs in training, those forms on);
+- `O,U,W`: every candidate offered (the package as it runs in training);
 - `alone`: a forward without save (no h, v_new or w stored for a backward; FUSE_O candidates only), as the package
   runs under torch.no_grad.
 It prints the CUDA kernel time of each (torch.profiler, mean of 50 calls), the ratio to `O`, the state config kept,
@@ -68,7 +68,6 @@ def forward(x: list[torch.Tensor], nh: int, form: str) -> tuple[torch.Tensor, st
 
 
 def main() -> None:
-    os.environ[tuning.UNCHECKED_ENV] = "1"  # the forms this compares include those no GPU had checked before
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nh", type=int, default=1, help="DeltaProduct's n_h (on a GPU: width 1024's heads)")
     p.add_argument("--shape", type=int, nargs=5, metavar=("B", "T", "H", "K", "V"), help="one shape instead")
