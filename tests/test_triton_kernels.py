@@ -399,8 +399,7 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     configs = tuning.state_configs(64, 64, 128, 2)[0]
-    offered = tuning.forward_state_candidates(configs)
-    assert [r[4] for r in rows] == [tuning.config_text(c) for c in offered]
+    assert [r[4] for r in rows] == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs)]
     assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "n_h 2" in out.splitlines()[-1]
     assert main(argv[:-1] + ["0"]) == 2  # bad input: one line, before any work

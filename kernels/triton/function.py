@@ -26,7 +26,7 @@ def chunk_gated_delta_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, bet
     again, and normalising before the forward is faster for forward + backward), initial_state fp32 (shapes:
     chunk_fwd). Returns o, the final state (an empty tensor unless output_final_state) and the SAVED intermediates;
     without save (a forward no backward follows) FOR_BACKWARD_ONLY come back as empty tensors (chunk_fwd stores
-    them only where it must: narrow heads, a GPU that has not checked that form)."""
+    them only where it must: narrow heads, which have no FUSE_O candidate)."""
     o, ht, saved = chunk_fwd(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk, save)
     return (o, ht if ht is not None else _empty(q),
             *(_empty(q) if not save and n in FOR_BACKWARD_ONLY else saved[n] for n in SAVED))
