@@ -37,8 +37,8 @@ case "$PART" in
   forms)
     { timeout -k 10 400 python3 studies/kernel-checks/state_forms.py
       timeout -k 10 130 python3 studies/kernel-checks/state_forms.py --nh 2; } 2>&1 | tee "$OUT/state-forms.md" ;;
-  bench)
-    timeout -k 10 560 python3 benchmarks/kernels.py ${1:+--only "$@"} --out "$OUT/kernels.md" \
+  bench)  # every candidate's time in the log (tuning.launch), for pruning the candidates that never win
+    DELTAMUP_AUTOTUNE_LOG=1 timeout -k 10 560 python3 benchmarks/kernels.py ${1:+--only "$@"} --out "$OUT/kernels.md" \
       > "$OUT/kernels.log" 2>&1
     tail -n 12 "$OUT/kernels.md" ;;
 esac
