@@ -29,17 +29,17 @@ import triton.language as tl
 from torch import Tensor
 
 from .l2norm import EPS
-from .solve import solve_tril
+from .solve import solve_tril, solve_tril_blocks
 from .tuning import (
     OUT_CONFIGS,
     PAR_CONFIGS,
-    SOLVE_CONFIGS,
     candidates,
     dot_operand_dtype,
     forward_state_candidates,
     launch,
     parallel_tiles,
     precision,
+    solve_candidates,
     solve_precision,
     state_blocks,
     state_configs,
@@ -68,13 +68,15 @@ NORM_EPS = tl.constexpr(EPS)  # the L2 norm's, as a constant the kernels may rea
 
 @triton.jit
 def chunk_kkt_solve_fwd_kernel(
-    k, g, beta, G_out, T_out, Rk,
+    k, g, beta, G_out, T_out, Rk, A_tmp,
     T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
     USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr, NORM: tl.constexpr = False,
+    BLOCKWISE: tl.constexpr = False,
 ):
     """Grid (NT, B·H). Writes G [B,T,H] (fp32) and T = (I + A)^{-1} [B,T,H,C] (in T_out's dtype) for
-    A = strict_lower(β K Kᵀ ⊙ D), which never leaves registers (solve.py, products at input_precision MP); g has a row
-    per token of NH micro-rows. With NORM, K's rows count normalised and their r_k go to Rk [B,T,H] (fp32)."""
+    A = strict_lower(β K Kᵀ ⊙ D) (solve.py, products at input_precision MP): in registers, or with BLOCKWISE from its
+    16×16 blocks stored to A_tmp [B,T,H,C] (fp32, a scratch buffer). g has a row per token of NH micro-rows. With
+    NORM, K's rows count normalised and their r_k go to Rk [B,T,H] (fp32)."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     t0 = i_t * C
@@ -100,9 +102,16 @@ def chunk_kkt_solve_fwd_kernel(
         tl.store(Rk + tok + rows * H, b_rk, mask=rows < T)
         b_kk = b_kk * b_rk[:, None] * b_rk[None, :]
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
-    b_T = solve_tril(b_kk * decay(b_G, C, True) * b_beta[:, None], C, MP)
-    p_c, m_c = tile(t0, T, H, C, 0, C, C)
-    tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
+    b_a = b_kk * decay(b_G, C, True) * b_beta[:, None]
+    if BLOCKWISE:
+        p_a, m_a = tile(t0, T, H, C, 0, C, C)
+        tl.store(A_tmp + tok * C + p_a, b_a, mask=m_a)
+        tl.debug_barrier()  # the rows and blocks each thread loads next were stored by the program's other threads
+        solve_tril_blocks(A_tmp + tok * C, T_out + tok * C, H * C, t0, T, C, MP)
+    else:
+        b_T = solve_tril(b_a, C, MP)
+        p_c, m_c = tile(t0, T, H, C, 0, C, C)
+        tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
 
 
 @triton.jit
@@ -306,12 +315,15 @@ def chunk_solve(k: Tensor, g: Tensor | None, beta: Tensor, q_dtype: torch.dtype,
     G = torch.empty(B, T, H, dtype=torch.float32, device=k.device)
     Tinv = torch.empty(B, T, H, CHUNK, dtype=dot_operand_dtype(q_dtype, K, V), device=k.device)
     Rk = torch.empty_like(G) if norm else G  # G: a pointer the kernel never reads
+    configs = solve_candidates(K, V, k.device)
+    A_tmp = torch.empty(B, T, H, CHUNK, dtype=torch.float32, device=k.device) if any(
+        c.get("BLOCKWISE") for c in configs) else G
     prec = precision(q_dtype, K, V)
     launch(chunk_kkt_solve_fwd_kernel, (triton.cdiv(T, CHUNK), B * H),
-           (k, g if g is not None else beta, beta, G, Tinv, Rk, T),
+           (k, g if g is not None else beta, beta, G, Tinv, Rk, A_tmp, T),
            dict(H=H, K=K, C=CHUNK, BK=parallel_tiles(K, V)[0], USE_G=g is not None, PREC=prec,
                 MP=solve_precision(prec), NH=nh, NORM=norm),
-           candidates(SOLVE_CONFIGS, K, V))
+           configs)
     return dict(G=G, Tinv=Tinv) | (dict(Rk=Rk) if norm else {})
 
 

@@ -1,9 +1,15 @@
-"""(I + A)^{-1} of a strictly lower-triangular 64×64 chunk matrix, entirely in registers: the four 16×16 diagonal
-blocks by forward substitution (all four at once, one row a step), then the rest in four [64, 64] products. With D
-the inverses of the diagonal blocks and N = D·A_off (A_off: A below its diagonal blocks; N is strictly block-lower
-with four block rows, so N⁴ = 0):
+"""(I + A)^{-1} of a strictly lower-triangular 64×64 chunk matrix, in two forms.
+
+`solve_tril`, entirely in registers: the four 16×16 diagonal blocks by forward substitution (all four at once, one
+row a step), then the rest in four [64, 64] products. With D the inverses of the diagonal blocks and N = D·A_off
+(A_off: A below its diagonal blocks; N is strictly block-lower with four block rows, so N⁴ = 0):
     (I + A)^{-1} = (I + N)^{-1} D = (I − N + N² − N³) D = (I − N(I − N(I − N))) D,
-the last form keeping three [C, C] tiles live at a time (benchmarks/kernel-resources.md: fewer spills)."""
+the last form keeping three [C, C] tiles live at a time (benchmarks/kernel-resources.md: fewer spills).
+
+`solve_tril_blocks`, from A stored in memory (the program's own store, in L2): the same diagonal inverses, each
+step's rows loaded from A (as fla's solve) instead of taken out of a register tile, then the six blocks below them
+by block forward substitution, X_ij = −D_i Σ_{j≤k<i} A_ik X_kj, in sixteen 16×16 products where `solve_tril` spends
+four 64×64 ones (16× the multiply-adds, mostly on zero blocks), and no [64, 64] tile live after A's store."""
 from __future__ import annotations
 
 import triton
@@ -65,3 +71,92 @@ def merge_blocks(a, d, C: tl.constexpr, MP: tl.constexpr):
     t = tl.where(eye, 1.0, 0.0) - tl.dot(n, t, input_precision=MP)
     t = tl.where(eye, 1.0, 0.0) - tl.dot(n, t, input_precision=MP)
     return tl.dot(t, d, input_precision=MP)
+
+
+@triton.jit
+def inv_diag_rows(a, stride, t0, T, C: tl.constexpr):
+    """[C/16, 16, 16] (I + A_bb)^{-1} of the C/16 diagonal 16×16 blocks of the strictly lower [C, C] A of the chunk
+    at rows t0.. (fp32, row t at a + t·stride; rows ≥ T read as 0), by forward substitution on all blocks at once,
+    each step loading row i of every block from memory."""
+    NB: tl.constexpr = C // 16
+    ri = tl.arange(0, 16)
+    rb = tl.arange(0, NB)
+    y = tl.broadcast_to(tl.where(ri[:, None] == ri[None, :], 1.0, 0.0)[None, :, :], [NB, 16, 16])
+    for i in tl.static_range(1, 16):
+        t = t0 + 16 * rb + i
+        x_i = tl.load(a + t[:, None] * stride + 16 * rb[:, None] + ri[None, :], mask=(t < T)[:, None], other=0.0)
+        y = substitute_row(y, x_i, i)
+    return y
+
+
+@triton.jit
+def unstack4(y):
+    """The four [16, 16] blocks of y [4, 16, 16]."""
+    z = tl.reshape(tl.permute(y, (1, 2, 0)), [16, 16, 2, 2])  # z[:, :, b1, b0] = y[2·b1 + b0]
+    even, odd = tl.split(z)
+    y0, y2 = tl.split(even)
+    y1, y3 = tl.split(odd)
+    return y0, y1, y2, y3
+
+
+@triton.jit
+def _block_ptrs(base, stride, t0, T, i: tl.constexpr, j: tl.constexpr):
+    """Addresses and row mask of the 16×16 block (i, j) of the chunk's [64, 64] tile at rows t0.. (row t at
+    base + t·stride)."""
+    r = t0 + 16 * i + tl.arange(0, 16)
+    return base + r[:, None] * stride + 16 * j + tl.arange(0, 16)[None, :], (r < T)[:, None]
+
+
+@triton.jit
+def _load_block(a, stride, t0, T, i: tl.constexpr, j: tl.constexpr):
+    p, m = _block_ptrs(a, stride, t0, T, i, j)
+    return tl.load(p, mask=m, other=0.0)
+
+
+@triton.jit
+def _store_block(out, x, stride, t0, T, i: tl.constexpr, j: tl.constexpr):
+    p, m = _block_ptrs(out, stride, t0, T, i, j)
+    tl.store(p, x.to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def solve_tril_blocks(a, out, stride, t0, T, C: tl.constexpr, MP: tl.constexpr):
+    """(I + A)^{-1} of the strictly lower [C, C] A (C = 64) at rows t0.. of a (fp32, row t at a + t·stride, stored
+    by this program before a barrier) into out (same layout, out's dtype; zeros above the diagonal blocks): the
+    diagonal inverses D_i (inv_diag_rows), then X_ij = −D_i Σ_{j≤k<i} A_ik X_kj, 16×16 products at input_precision
+    MP."""
+    tl.static_assert(C == 64)
+    d0, d1, d2, d3 = unstack4(inv_diag_rows(a, stride, t0, T, C))
+    a10 = _load_block(a, stride, t0, T, 1, 0)
+    a20 = _load_block(a, stride, t0, T, 2, 0)
+    a21 = _load_block(a, stride, t0, T, 2, 1)
+    a30 = _load_block(a, stride, t0, T, 3, 0)
+    a31 = _load_block(a, stride, t0, T, 3, 1)
+    a32 = _load_block(a, stride, t0, T, 3, 2)
+    x10 = -tl.dot(tl.dot(d1, a10, input_precision=MP), d0, input_precision=MP)
+    x21 = -tl.dot(tl.dot(d2, a21, input_precision=MP), d1, input_precision=MP)
+    x32 = -tl.dot(tl.dot(d3, a32, input_precision=MP), d2, input_precision=MP)
+    s20 = tl.dot(a21, x10, tl.dot(a20, d0, input_precision=MP), input_precision=MP)
+    x20 = -tl.dot(d2, s20, input_precision=MP)
+    s31 = tl.dot(a32, x21, tl.dot(a31, d1, input_precision=MP), input_precision=MP)
+    x31 = -tl.dot(d3, s31, input_precision=MP)
+    s30 = tl.dot(a32, x20, tl.dot(a31, x10, tl.dot(a30, d0, input_precision=MP), input_precision=MP),
+                 input_precision=MP)
+    x30 = -tl.dot(d3, s30, input_precision=MP)
+    zero = tl.zeros([16, 16], dtype=tl.float32)
+    _store_block(out, d0, stride, t0, T, 0, 0)
+    _store_block(out, zero, stride, t0, T, 0, 1)
+    _store_block(out, zero, stride, t0, T, 0, 2)
+    _store_block(out, zero, stride, t0, T, 0, 3)
+    _store_block(out, x10, stride, t0, T, 1, 0)
+    _store_block(out, d1, stride, t0, T, 1, 1)
+    _store_block(out, zero, stride, t0, T, 1, 2)
+    _store_block(out, zero, stride, t0, T, 1, 3)
+    _store_block(out, x20, stride, t0, T, 2, 0)
+    _store_block(out, x21, stride, t0, T, 2, 1)
+    _store_block(out, d2, stride, t0, T, 2, 2)
+    _store_block(out, zero, stride, t0, T, 2, 3)
+    _store_block(out, x30, stride, t0, T, 3, 0)
+    _store_block(out, x31, stride, t0, T, 3, 1)
+    _store_block(out, x32, stride, t0, T, 3, 2)
+    _store_block(out, d3, stride, t0, T, 3, 3)

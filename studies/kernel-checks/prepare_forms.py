@@ -150,7 +150,8 @@ def run(form: str, warps: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     common = dict(H=H, K=K, C=CHUNK, BK=BK, PREC=prec, num_warps=warps, num_stages=2)
     if form == "wu-chunk":
         def call() -> None:
-            chunk_kkt_solve_fwd_kernel[(NT, B * H)](k, g, beta, out["G"], out["Tinv"], out["G"], T, USE_G=True,
+            chunk_kkt_solve_fwd_kernel[(NT, B * H)](k, g, beta, out["G"], out["Tinv"], out["G"], out["G"], T,
+                                                    USE_G=True,
                                                     MP=solve_precision(prec), NH=nh, **common)
             wu_aqk_per_chunk_kernel[(NT, B * H)](q, k, v, beta, out["G"], out["Tinv"], out["w"], out["u"],
                                                  out["Aqk"], scale, T, V=V, BV=BV, NH=nh, **common)

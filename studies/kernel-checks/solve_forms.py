@@ -9,6 +9,9 @@ substitution:
 - `blocks`: on the four blocks stacked as [4, 16, 16] (1024 elements a step, a quarter of the work; the product's);
 - `rows`: as `blocks`, but each step loads row i of every block from A, stored to memory first (as fla's solve
   does), instead of taking it out of the register tile with a masked reduction over the whole stack;
+- `blockwise`: the package's BLOCKWISE candidate (solve.py, solve_tril_blocks): `rows`, then the blocks below the
+  diagonal by block forward substitution from A's 16×16 blocks loaded from memory, sixteen 16×16 products in place of
+  the merge's four 64×64 ones;
 - `squares`: no substitution: with N the four diagonal blocks (strictly lower, so N¹⁶ = 0),
   (I + N)⁻¹ = (I − N)(I + N²)(I + N⁴)(I + N⁸), six [64, 64] products on the tensor cores (a block-diagonal product
   stays block-diagonal; 64-wide dots, not the 16-wide ones Triton 3.6 miscompiles on Hopper), at the merge's
@@ -36,11 +39,12 @@ import torch
 import triton
 import triton.language as tl
 
-from deltamup.kernels.triton.solve import block_diag, inv_diag_blocks, merge_blocks, solve_tril, substitute_row
+from deltamup.kernels.triton.solve import (block_diag, inv_diag_blocks, inv_diag_rows, merge_blocks, solve_tril,
+                                           solve_tril_blocks)
 from deltamup.kernels.triton.utils import decay, mm, tile
 
 CUTS = ("kkt", "diag")  # parts of the kernel, timed to say where its time goes; not solves
-FORMS = ("dense", "blocks", "rows", "squares", "squares3", "merge2", "powers") + CUTS
+FORMS = ("dense", "blocks", "rows", "blockwise", "squares", "squares3", "merge2", "powers") + CUTS
 
 
 @triton.jit
@@ -56,22 +60,6 @@ def _inv_diag_dense(a, C: tl.constexpr):
         d_i = tl.where(r % 16 == i, 1.0, -tl.sum(u * a_i[None, :], axis=1))
         u = tl.where((r[None, :] % 16 == i) & same, d_i[:, None], u)
     return tl.trans(u)
-
-
-@triton.jit
-def _inv_diag_rows(a_rows, row_stride, t0, T, C: tl.constexpr):
-    """The `rows` form: the stacked substitution with row i of every diagonal block loaded from A in memory
-    (a_rows: A's element (t, 0) of this chunk's head at a_rows + t · row_stride)."""
-    NB: tl.constexpr = C // 16
-    ri = tl.arange(0, 16)
-    rb = tl.arange(0, NB)
-    y = tl.broadcast_to(tl.where(ri[:, None] == ri[None, :], 1.0, 0.0)[None, :, :], [NB, 16, 16])
-    for i in tl.static_range(1, 16):
-        t = t0 + 16 * rb + i
-        x_i = tl.load(a_rows + t[:, None] * row_stride + 16 * rb[:, None] + ri[None, :], mask=(t < T)[:, None],
-                      other=0.0)
-        y = substitute_row(y, x_i, i)
-    return block_diag(y, C)
 
 
 @triton.jit
@@ -133,7 +121,10 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
         b_T = merge_blocks(b_a, _inv_diag_dense(b_a, C), C, MP)
     elif FORM == "rows":
         tl.debug_barrier()  # the program's other threads stored the rows it loads
-        b_T = merge_blocks(b_a, _inv_diag_rows(A_out + tok * C, H * C, t0, T, C), C, MP)
+        b_T = merge_blocks(b_a, block_diag(inv_diag_rows(A_out + tok * C, H * C, t0, T, C), C), C, MP)
+    elif FORM == "blockwise":  # stores T itself
+        tl.debug_barrier()
+        solve_tril_blocks(A_out + tok * C, T_out + tok * C, H * C, t0, T, C, MP)
     elif FORM == "squares":
         b_T = merge_blocks(b_a, _inv_diag_squares(b_a, C, MP), C, MP)
     elif FORM == "squares3":
@@ -148,7 +139,8 @@ def kkt_solve_form_kernel(k, g, beta, A_out, T_out, T, H: tl.constexpr, K: tl.co
         b_T = inv_diag_blocks(b_a, C)
     else:
         b_T = solve_tril(b_a, C, MP)
-    tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
+    if FORM != "blockwise":
+        tl.store(T_out + tok * C + p_c, b_T.to(T_out.dtype.element_ty), mask=m_c)
 
 
 def run(form: str, warps: int, k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
