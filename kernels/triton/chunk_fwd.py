@@ -33,13 +33,13 @@ from .solve import solve_tril, solve_tril_blocks
 from .tuning import (
     OUT_CONFIGS,
     PAR_CONFIGS,
+    SOLVE_CONFIGS,
     candidates,
     dot_operand_dtype,
     forward_state_candidates,
     launch,
     parallel_tiles,
     precision,
-    solve_candidates,
     solve_precision,
     state_blocks,
     state_configs,
@@ -315,7 +315,7 @@ def chunk_solve(k: Tensor, g: Tensor | None, beta: Tensor, q_dtype: torch.dtype,
     G = torch.empty(B, T, H, dtype=torch.float32, device=k.device)
     Tinv = torch.empty(B, T, H, CHUNK, dtype=dot_operand_dtype(q_dtype, K, V), device=k.device)
     Rk = torch.empty_like(G) if norm else G  # G: a pointer the kernel never reads
-    configs = solve_candidates(K, V, k.device)
+    configs = candidates(SOLVE_CONFIGS, K, V)
     A_tmp = torch.empty(B, T, H, CHUNK, dtype=torch.float32, device=k.device) if any(
         c.get("BLOCKWISE") for c in configs) else G
     prec = precision(q_dtype, K, V)

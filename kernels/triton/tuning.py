@@ -33,18 +33,13 @@ PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
 # (H200: 0.054 ms against 0.068 with 4 warps and 0.140 with 8 at K = 64; studies/kernel-checks/solve_forms.py), with
 # 2 and 4 stages (at K = 192, 4 stages spill 14 registers instead of 116 and take 0.064 ms against 0.070;
 # studies/kernel-checks/config_space.py).
-SOLVE_CONFIGS = PAR_CONFIGS + (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4))
-# The UT solve from A's 16×16 blocks (BLOCKWISE: solve.py's solve_tril_blocks, A through a scratch buffer): sixteen
-# 16×16 products where the register form spends four 64×64 ones, and no [64, 64] tile live after A's store (the
-# register form spills at K ≥ 128 with 2 warps). 2 warps as the register form's best, and 4.
-BLOCKWISE_SOLVE_CONFIGS = tuple(dict(c, BLOCKWISE=True) for c in (dict(num_warps=2, num_stages=2),
-                                                                  dict(num_warps=2, num_stages=4),
-                                                                  dict(num_warps=4, num_stages=2)))
-# Forms no GPU has run yet: the blockwise solve (its 16-wide tf32 products; the barrier between A's store and the
-# loads of other threads' rows). A new form is not safe until the kernel tests and the fp64 checks have run on a GPU
-# with it (docs/kernels.md: Triton on Hopper miscompiles what the interpreter computes right), so on a GPU it is
-# offered only where this variable is "1" (maintainers/gpu/forms.sh sets it); the interpreter runs it in the tests.
-UNCHECKED_ENV = "DELTAMUP_GPU_UNCHECKED_FORMS"
+# And the solve from A's 16×16 blocks (BLOCKWISE: solve.py's solve_tril_blocks, A through a scratch buffer): sixteen
+# 16×16 products where the register form spends four 64×64 ones, no [64, 64] tile live after A's store, no spills
+# (benchmarks/kernel-resources.md). On an H100 the launcher kept it at every shape that is not narrow: at K = 64 and
+# 128 its 1-warp candidate took 0.033 and 0.038 ms, the register form's best 0.045 and 0.052 (benchmarks/kernels.md).
+SOLVE_CONFIGS = PAR_CONFIGS + (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4)) + tuple(
+    dict(c, BLOCKWISE=True) for c in (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4),
+                                      dict(num_warps=4, num_stages=2), dict(num_warps=1, num_stages=2)))
 # The output-like passes also try 2 warps: chunk_o_fwd at K = 128 takes 0.073 ms with 2, 0.080 with 4 (config_space.py).
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2))
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
@@ -137,12 +132,6 @@ def candidates(configs: Sequence[dict[str, int]], K: int, V: int) -> Sequence[di
     """`configs`, or only its first (validated) one for narrow heads."""
     return configs[:1] if is_narrow(K, V) else configs
 
-
-def solve_candidates(K: int, V: int, device: torch.device) -> Sequence[dict[str, int]]:
-    """The UT solve's candidates: SOLVE_CONFIGS, then BLOCKWISE_SOLVE_CONFIGS (on a GPU only with UNCHECKED_ENV);
-    the first only for narrow heads."""
-    unchecked = device.type != "cuda" or os.environ.get(UNCHECKED_ENV) == "1"
-    return candidates(SOLVE_CONFIGS + (BLOCKWISE_SOLVE_CONFIGS if unchecked else ()), K, V)
 
 
 def parallel_tiles(K: int, V: int) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with carry [".gpu/sbundle"]: the state passes' forms (docs/kernels.md:
-# split, FUSE_O, one stage, FUSE_U / FUSE_W, the forward alone) checked and timed on a new GPU or Triton, in three
-# parts of one call each (each a few minutes; a call has ten):
+# On the GPU machine, from the repository root, with carry [".gpu/sbundle"]: the forms of the state passes
+# (docs/kernels.md: split, FUSE_O, one stage, FUSE_U / FUSE_W, the forward alone) and of the UT solve (in registers,
+# BLOCKWISE) checked and timed on a new GPU or Triton, in parts of one call each (each a few minutes; a call has ten):
 #   bash maintainers/gpu/forms.sh check   → $OUT/tests.log (the kernel tests with every candidate),
 #                                          $OUT/check.log (deltamup kernels check of the state passes' candidates,
 #                                          with a backward, --forward-only, --qk-norm-in-kernel, DeltaProduct_2;
@@ -22,7 +22,6 @@ source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }
 export PYTHONUNBUFFERED=1
-export DELTAMUP_GPU_UNCHECKED_FORMS=1  # the forms no GPU has checked yet (tuning.UNCHECKED_ENV) offered and timed
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 case "$PART" in
   check)  # the tests and the state passes' candidates in the check's three forward modes, side by side
@@ -41,7 +40,7 @@ case "$PART" in
     tail -n 3 "$OUT/tests.log"; grep "configs within" "$OUT/check.log" ;;
   solve)
     dims="64x128 96x192 128x256 192x384"
-    timeout -k 10 300 python3 -m pytest -q -n 4 tests/test_triton_kernels.py -k "chunk_pass_matches or blockwise" \
+    timeout -k 10 300 python3 -m pytest -q -n 4 tests/test_triton_kernels.py -k "chunk_pass_matches" \
       > "$OUT/solve-tests.log" 2>&1 &
     i=0
     for run in "" "--forward-only" "--qk-norm-in-kernel" "--householder 2 --head-dims 128x256"; do
