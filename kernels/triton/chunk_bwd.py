@@ -24,7 +24,6 @@ from .tuning import (
     candidates,
     dot_operand_dtype,
     launch,
-    one_stage_configs,
     parallel_tiles,
     precision,
     state_blocks,
@@ -246,7 +245,6 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_local
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
-    configs = configs + one_stage_configs(configs)
     launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_local, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,

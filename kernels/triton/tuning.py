@@ -87,38 +87,37 @@ def fused_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, in
     return [dict(c, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] in (2, 3)]
 
 
-def one_stage_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
-    """A sequential pass's BV-64 candidate at one stage (no loads in flight across chunks), where 2 and more stages
-    take enough shared memory that an SM holds one program of the pass: at K ≥ 96 the forward's fused walk takes
-    152–297 KB at 2 and 3 stages and the backward's 145–297 KB, at one stage 24–64 KB, and an SM holds two
-    (registers allow two). At width 1024 (48 heads, V 256: 192 programs) that is one wave on an H200's 132 SMs
-    instead of two (docs/kernels.md); compiled for sm_90 no spills at K ≤ 128 (benchmarks/kernel-resources.md).
-    Whether the second program an SM hides the latency the stages did is for the launcher's timing to say."""
-    return [dict(c, num_stages=1) for c in configs if c["BV"] == 64 and c["num_stages"] == 2]
-
-
 def one_stage_output_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
-    """The forward state pass's one-stage candidate (one_stage_configs) with FUSE_O."""
-    return [dict(c, FUSE_O=True) for c in one_stage_configs(configs)]
+    """The forward state pass's BV-64 candidate with FUSE_O at one stage (no loads in flight across chunks), where 2
+    and more stages take enough shared memory that an SM holds one program of the pass: at K ≥ 96 the fused walk
+    takes 152–297 KB at 2 and 3 stages, at one stage 24–64 KB, and an SM holds two (registers allow two). At width
+    1024 (48 heads, V 256: 192 programs) that is one wave on 132 SMs instead of two (docs/kernels.md); compiled for
+    sm_90 no spills at K ≤ 128 (benchmarks/kernel-resources.md). Offered with FUSE_U and FUSE_W (fused_wu_configs),
+    which is how it won, for DeltaProduct's forward alone on an H100."""
+    return [dict(c, num_stages=1, FUSE_O=True) for c in configs if c["BV"] == 64 and c["num_stages"] == 2]
 
 
 def fused_wu_configs(configs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
     """The forward state pass's candidates that form the UT transform's products themselves (chunk_fwd.py): FUSE_U,
     u = T (β ⊙ V) in the walk, off the recurrence's critical path, so that the per-chunk pass before it reads and
-    writes no V-wide u blocks (two thirds of that pass's bytes at V = 2K); FUSE_W besides, v_new = T (β ⊙ (V − e^G ⊙
-    K h)), one more product on the critical path and no w read (nor written, in a forward without SAVE). Each of
-    the BV-64 candidates at 2 and 3 stages, alone and with FUSE_O, and the one-stage FUSE_O ones, with FUSE_U and
-    with FUSE_U and FUSE_W; launch times them with the w/u pass before them. Empty where `configs` has no BV 64."""
+    writes no V-wide u blocks (two thirds of that pass's bytes at V = 2K), and FUSE_W, v_new = T (β ⊙ (V − e^G ⊙
+    K h)), one more product on the critical path and no w read (nor written, in a forward without SAVE). Each of the
+    BV-64 candidates at 2 and 3 stages, alone and with FUSE_O, and the one-stage FUSE_O one, with both; launch times
+    them with the w/u pass before them. (FUSE_U without FUSE_W never came within 5% of the best on an H100.) Empty
+    where `configs` has no BV 64."""
     base = [c for c in [*configs, *fused_output_configs(configs)] if c["BV"] == 64 and c["num_stages"] in (2, 3)]
-    base += one_stage_output_configs(configs)
-    return [dict(c, **fuse) for fuse in (dict(FUSE_U=True), dict(FUSE_U=True, FUSE_W=True)) for c in base]
+    return [dict(c, FUSE_U=True, FUSE_W=True) for c in base + one_stage_output_configs(configs)]
 
 
 def forward_state_candidates(configs: Sequence[dict[str, int]], save: bool = True) -> list[dict[str, int]]:
-    """The forward state pass's candidates: the sequential pass's own (`configs`, state_configs), then the FUSE_O
-    ones, the one-stage FUSE_O ones and the FUSE_U / FUSE_W ones; only those with FUSE_O where the forward saves
-    nothing for a backward (without h and v_new stored there is no output pass)."""
-    every = [*configs, *fused_output_configs(configs), *one_stage_output_configs(configs), *fused_wu_configs(configs)]
+    """The forward state pass's candidates: the sequential pass's first (`configs`[0], state_configs: the validated
+    default), the FUSE_O ones and the FUSE_U + FUSE_W ones; only those with FUSE_O where the forward saves nothing
+    for a backward (without h and v_new stored there is no output pass). On an H100 at the eight benchmark shapes,
+    training forward and forward alone, the launcher kept FUSE_O (3 stages), FUSE_U + FUSE_W (2, 3) or all three
+    (1, 2, 3) every time; the split pass's other candidates, FUSE_U without FUSE_W and the one-stage FUSE_O without
+    them never came within 5% of the best (benchmarks/logs/kernels-h100-blockwise-2026-12-05.log) and are not
+    offered."""
+    every = [configs[0], *fused_output_configs(configs), *fused_wu_configs(configs)]
     return every if save else [c for c in every if c.get("FUSE_O")]
 
 

@@ -5,12 +5,13 @@ Its fused candidates (tuning.forward_state_candidates) move more of the forward 
 (the output pass is not run), FUSE_U u = T (β ⊙ V) (the per-chunk pass writes no u), FUSE_W w h as T (β e^G ⊙ K h)
 (no w read); at one stage an SM holds two programs of the walk instead of one. The launcher times each
 candidate with the passes it leaves before and after it and keeps the fastest.
-This runs the package's forward (chunk_fwd) on a fresh launcher per shape and form, the other candidates named in
-tuning.EXCLUDE_ENV:
-- `split`: no fused candidate (the per-chunk pass, the walk, the output pass);
-- `O`: the FUSE_O candidates at 2 and 3 stages offered (the package before FUSE_U / FUSE_W and one stage);
-- `O+1`: the one-stage FUSE_O candidates as well (two programs an SM: tuning.one_stage_output_configs);
-- `O,U,W`: every candidate offered (the package as it runs in training);
+This runs the package's forward (chunk_fwd) on a fresh launcher per shape and form, the state pass offered only
+that form's candidates:
+- `split`: the split pass's own candidates (tuning.state_configs; the per-chunk pass, the walk, the output pass);
+- `O`: the FUSE_O candidates at 2 and 3 stages as well (the package before FUSE_U / FUSE_W and one stage);
+- `O+1`: the one-stage FUSE_O candidate as well (two programs an SM: tuning.one_stage_output_configs);
+- `O,U,W`: the launcher's candidates (the package as it runs in training: the split pass's first and the fused
+  ones, tuning.forward_state_candidates);
 - `alone`: a forward without save (no h, v_new or w stored for a backward; FUSE_O candidates only), as the package
   runs under torch.no_grad.
 It prints the CUDA kernel time of each (torch.profiler, mean of 50 calls), the ratio to `O`, the state config kept,
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 from collections.abc import Callable
 
 import torch
@@ -33,6 +33,7 @@ from prepare_forms import CPU_SHAPES, inputs  # beside this script (its folder i
 from solve_forms import gpu_ms
 
 from deltamup.kernels import chunk_gated_delta_product
+from deltamup.kernels.triton import chunk_fwd as forward_module
 from deltamup.kernels.triton import tuning
 from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
@@ -48,19 +49,18 @@ FORMS = {  # the state candidates each form offers, from the pass's own (tuning.
 }
 
 
-def excluded(K: int, V: int, BH: int, form: str) -> str:
-    """EXCLUDE_ENV's value that leaves the state pass only the candidates `form` offers."""
-    BK, _ = tuning.state_blocks(K)
-    configs = tuning.state_configs(K, BK, V, BH)[0]
-    offered = FORMS[form](configs)
-    return ";".join(f"{STATE}@{tuning.config_text(c)}" for c in tuning.forward_state_candidates(configs)
-                    if c not in offered)
+def offered(form: str) -> Callable[..., list[dict[str, int]]]:
+    """chunk_fwd's forward_state_candidates for `form`: its candidates, the FUSE_O ones without save."""
+    def candidates(configs: list[dict[str, int]], save: bool = True) -> list[dict[str, int]]:
+        every = FORMS[form](configs)
+        return every if save else [c for c in every if c.get("FUSE_O")]
+    return candidates
 
 
 def forward(x: list[torch.Tensor], nh: int, form: str) -> tuple[torch.Tensor, str, Callable[[], object]]:
     """o of the package's forward in `form` on a fresh launcher, the state pass's kept config, and the call."""
     q, k, v, g, beta = x
-    os.environ[tuning.EXCLUDE_ENV] = excluded(k.shape[-1], v.shape[-1], k.shape[0] * k.shape[2], form)
+    forward_module.forward_state_candidates = offered(form)
     tuning.forget()
     call = functools.partial(chunk_fwd, q, k, v, g, beta, k.shape[-1] ** -0.5, None, False, nh, save=form != "alone")
     o = call()[0]
@@ -94,7 +94,7 @@ def main() -> None:
         for form, (o, kept, ms, err) in rows.items():
             print(f"| {', '.join(map(str, shape))} | `{form}` | {ms:.4f} | {ms / rows['O'][2]:.2f} | {kept} | "
                   f"{torch.equal(o, rows['split'][0])} | {err:.1e} |", flush=True)
-    os.environ.pop(tuning.EXCLUDE_ENV, None)
+    forward_module.forward_state_candidates = tuning.forward_state_candidates
 
 
 if __name__ == "__main__":
