@@ -29,17 +29,17 @@ from triton.runtime.errors import OutOfResources
 # (studies/kernel-checks/diag_half.py); the closest upstream report is triton-lang/triton issue 11366 (Hopper wgmma,
 # 32-wide dot tiles, 4 warps). Guarded by tests/test_triton_kernels.py::test_narrow_heads_run_the_one_validated_form.
 PAR_CONFIGS = (dict(num_warps=8, num_stages=2), dict(num_warps=4, num_stages=2))
-# The UT solve's kernel also tries 2 warps: its 15 sequential substitution steps on small blocks run fastest there
-# (H200: 0.054 ms against 0.068 with 4 warps and 0.140 with 8 at K = 64; studies/kernel-checks/solve_forms.py), with
-# 2 and 4 stages (at K = 192, 4 stages spill 14 registers instead of 116 and take 0.064 ms against 0.070;
-# studies/kernel-checks/config_space.py).
-# And the solve from A's 16×16 blocks (BLOCKWISE: solve.py's solve_tril_blocks, A through a scratch buffer): sixteen
-# 16×16 products where the register form spends four 64×64 ones, no [64, 64] tile live after A's store, no spills
-# (benchmarks/kernel-resources.md). On an H100 the launcher kept it at every shape that is not narrow: at K = 64 and
-# 128 its 1-warp candidate took 0.033 and 0.038 ms, the register form's best 0.045 and 0.052 (benchmarks/kernels.md).
-SOLVE_CONFIGS = PAR_CONFIGS + (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4)) + tuple(
-    dict(c, BLOCKWISE=True) for c in (dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4),
-                                      dict(num_warps=4, num_stages=2), dict(num_warps=1, num_stages=2)))
+# The UT solve's kernel: the register form's first two (8 warps: the validated default; 4) and the solve from A's
+# 16×16 blocks (BLOCKWISE: solve.py's solve_tril_blocks, A through a scratch buffer), sixteen 16×16 products where
+# the register form spends four 64×64 ones, no [64, 64] tile live after A's store, no spills
+# (benchmarks/kernel-resources.md), at 1 and 2 warps (2 and 4 stages). On an H100 at the eight benchmark shapes
+# (benchmarks/logs/kernels-h100-blockwise-2026-12-05.log) the launcher kept it in every training forward that is not
+# narrow: at K = 64 and 128 its 1-warp candidate took 0.033 and 0.038 ms, the register form's best 0.045 and 0.052.
+# With q and k normalised inside (the forward alone) the register form's 4 warps tie with it (0.058 against 0.057
+# ms at K = 128). The register form's 2-warp candidates (the H200's fastest before: 0.054 ms against 0.068 with 4
+# warps at K = 64) and the blockwise one's 4 warps never came within 5% of the best there and are not offered.
+SOLVE_CONFIGS = PAR_CONFIGS + tuple(dict(c, BLOCKWISE=True) for c in (
+    dict(num_warps=2, num_stages=2), dict(num_warps=2, num_stages=4), dict(num_warps=1, num_stages=2)))
 # The output-like passes also try 2 warps: chunk_o_fwd at K = 128 takes 0.073 ms with 2, 0.080 with 4 (config_space.py).
 OUT_CONFIGS = (dict(num_warps=4, num_stages=2), dict(num_warps=2, num_stages=2))
 SMEM_FALLBACKS = (dict(num_warps=4, num_stages=1),)  # tried only where no candidate fits the shared memory
