@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with carry [".gpu/sbundle", ".gpu/corpus.tar.xz"]: a study's parts
+# On the GPU machine, from the repository root, with carry [".gpu/sbundle", ".gpu/corpus.tar.xz"] (or the study's
+# build as .gpu/corpus-BUILD.tar.xz, BUILD its spec's tokens_sha256): a study's parts
 # under one time limit, each sweep directory tarred into $OUT for the trip back. A warm machine keeps
 # /tmp/st/STUDY/ (the sweep directories with their checkpoints and compile cache) from the command before, so the
 # next command resumes there; a fresh one starts from the committed sweep directories. Every minute the sweep
@@ -16,7 +17,13 @@ STUDY=$1; SECONDS_LEFT=$2; shift 2
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }
-[ -f /tmp/deltamup/corpus/tokens.bin ] || { mkdir -p /tmp/deltamup && tar -C /tmp/deltamup -xJf .gpu/corpus.tar.xz; }
+# the corpus build the study's spec pins (task.tokens_sha256): .gpu/corpus-BUILD.tar.xz where carried, else
+# .gpu/corpus.tar.xz; unpacked per build, so a warm machine's other study reading another build keeps its own
+BUILD=$(sed -n 's/.*tokens_sha256: *\([0-9a-f][0-9a-f]*\).*/\1/p' "studies/$STUDY/spec.yaml" | head -n 1)
+ARCHIVE=.gpu/corpus.tar.xz
+[ -n "$BUILD" ] && [ -f ".gpu/corpus-$BUILD.tar.xz" ] && ARCHIVE=.gpu/corpus-$BUILD.tar.xz
+CORPUS=/tmp/deltamup/${BUILD:-default}
+[ -f "$CORPUS/corpus/tokens.bin" ] || { mkdir -p "$CORPUS" && tar -C "$CORPUS" -xJf "$ARCHIVE"; }
 WORK=/tmp/st/$STUDY
 mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
@@ -32,7 +39,7 @@ bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside 
 SNAPSHOTS=$!
 trap 'kill "$SNAPSHOTS" 2>/dev/null' EXIT
 PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run.sh" "$WORK/sweep" \
-  /tmp/deltamup/corpus "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
+  "$CORPUS/corpus" "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
 for d in "$WORK"/sweep*/; do
