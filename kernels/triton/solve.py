@@ -143,20 +143,16 @@ def solve_tril_blocks(a, out, stride, t0, T, C: tl.constexpr, MP: tl.constexpr):
     s30 = tl.dot(a32, x20, tl.dot(a31, x10, tl.dot(a30, d0, input_precision=MP), input_precision=MP),
                  input_precision=MP)
     x30 = -tl.dot(d3, s30, input_precision=MP)
-    zero = tl.zeros([16, 16], dtype=tl.float32)
     _store_block(out, d0, stride, t0, T, 0, 0)
-    _store_block(out, zero, stride, t0, T, 0, 1)
-    _store_block(out, zero, stride, t0, T, 0, 2)
-    _store_block(out, zero, stride, t0, T, 0, 3)
     _store_block(out, x10, stride, t0, T, 1, 0)
     _store_block(out, d1, stride, t0, T, 1, 1)
-    _store_block(out, zero, stride, t0, T, 1, 2)
-    _store_block(out, zero, stride, t0, T, 1, 3)
     _store_block(out, x20, stride, t0, T, 2, 0)
     _store_block(out, x21, stride, t0, T, 2, 1)
     _store_block(out, d2, stride, t0, T, 2, 2)
-    _store_block(out, zero, stride, t0, T, 2, 3)
     _store_block(out, x30, stride, t0, T, 3, 0)
     _store_block(out, x31, stride, t0, T, 3, 1)
     _store_block(out, x32, stride, t0, T, 3, 2)
     _store_block(out, d3, stride, t0, T, 3, 3)
+    for i in tl.static_range(3):  # the blocks above the diagonal
+        for j in tl.static_range(i + 1, 4):
+            _store_block(out, tl.zeros([16, 16], dtype=tl.float32), stride, t0, T, i, j)

@@ -132,7 +132,6 @@ def candidates(configs: Sequence[dict[str, int]], K: int, V: int) -> Sequence[di
     return configs[:1] if is_narrow(K, V) else configs
 
 
-
 def parallel_tiles(K: int, V: int) -> tuple[int, int]:
     """(BK, BV) of the parallel passes: the next power of two, at least MIN_PARALLEL_TILE, at most 64."""
     return min(64, pow2(K, MIN_PARALLEL_TILE)), min(64, pow2(V, MIN_PARALLEL_TILE))
