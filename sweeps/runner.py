@@ -80,16 +80,21 @@ def private_token() -> None:
 
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
     """Checks DIR before any work (ValueError: one line) and writes the spec as run. Without --resume the
-    directory must not hold results; with it, only grid axes, resources and failure/search settings may change, and
-    a corpus pin (task.tokens_sha256) may be added: it checks the data the task reads, it does not change them."""
+    directory must not hold results; with it, only grid axes, resources and failure/search settings may change, a
+    corpus pin (task.tokens_sha256) may be added (it checks the data the task reads, it does not change them) and
+    the task's path may move (where the data lies on this machine: warn_if_other_data and the pin check what it
+    holds). The stored spec is read without opening its task: its path may not exist here."""
     stored = store.read_spec(out)
     if stored is not None and not resume:
         raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
     if stored is not None:
-        before, now = parse(stored).to_dict(), spec.to_dict()
+        before, now = parse(stored, open_task=False).to_dict(), spec.to_dict()
         task_before, task_now = before.get("task"), now.get("task")
-        if isinstance(task_before, dict) and isinstance(task_now, dict) and "tokens_sha256" in task_now:
-            task_before.setdefault("tokens_sha256", task_now["tokens_sha256"])  # a pin added: the same data
+        if isinstance(task_before, dict) and isinstance(task_now, dict):
+            if "tokens_sha256" in task_now:
+                task_before.setdefault("tokens_sha256", task_now["tokens_sha256"])  # a pin added: the same data
+            if "path" in task_now:
+                task_before["path"] = task_now["path"]  # the data moved, or lies elsewhere on this machine
         for key in now:
             if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
                 raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "

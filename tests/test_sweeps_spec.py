@@ -243,6 +243,12 @@ def test_a_pinned_corpus_is_checked_whenever_the_spec_is_read(tmp_path):
     with pytest.raises(ValueError, match="spec field 'task' differs"):
         prepare_dir(specs.parse({**raw, "task": {**unpinned["task"], "tokens_sha256": sha[:10]}}),
                     tmp_path / "sweep", resume=True)
+    # the corpus moved (another machine unpacks it elsewhere): the sweep resumes reading it there, the pin
+    # checking that it is the same data; the stored spec's path no longer exists
+    (tmp_path / "c").rename(tmp_path / "moved")
+    moved = {**raw, "task": {**unpinned["task"], "path": str(tmp_path / "moved"), "tokens_sha256": sha[:8]}}
+    prepare_dir(specs.parse(moved), tmp_path / "sweep", resume=True)
+    assert specs.load(tmp_path / "sweep" / "spec.yaml").task["path"] == str(tmp_path / "moved")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "specs").glob("*.yaml"))
