@@ -8,8 +8,8 @@
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
-# The study's compile cache (its sweep/ directory's: Inductor's and Triton's) comes back as $OUT/compile-cache.tgz
-# where it is under the 16 MiB a returned file may have; kept as .gpu/cache/STUDY.tgz (git-ignored) and carried
+# Each sweep directory's compile cache (Inductor's and Triton's) comes back as $OUT/compile-cache/SWEEP.tgz where it
+# is under the 16 MiB a returned file may have; kept as .gpu/cache/STUDY/SWEEP.tgz (git-ignored) and carried
 # (carry: [..., ".gpu/cache"]), a fresh machine of the same kind starts from it instead of compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
@@ -29,11 +29,11 @@ mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
-CACHE=.gpu/cache/$STUDY.tgz  # a compile cache carried from an earlier machine
-if [ -f "$CACHE" ] && [ ! -d "$WORK/sweep/compile-cache" ]; then
-  mkdir -p "$WORK/sweep/compile-cache" && tar -C "$WORK/sweep/compile-cache" -xzf "$CACHE" \
-    && echo "compile cache from $CACHE: $(du -sh "$WORK/sweep/compile-cache" | cut -f1)"
-fi
+for CACHE in .gpu/cache/"$STUDY"/*.tgz; do  # compile caches carried from an earlier machine, one a sweep directory
+  [ -f "$CACHE" ] || continue
+  D=$WORK/$(basename "$CACHE" .tgz)/compile-cache
+  [ -d "$D" ] || { mkdir -p "$D" && tar -C "$D" -xzf "$CACHE" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"; }
+done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
 SNAPSHOTS=$!
@@ -43,8 +43,10 @@ PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
 for d in "$WORK"/sweep*/; do
-  bash maintainers/gpu/keep.sh "$d" "$OUT/$(basename "$d").tgz" \
-    $([ "$(basename "$d")" = sweep ] && echo "$OUT/compile-cache.tgz")
+  NAME=$(basename "$d")
+  mkdir -p "$OUT/compile-cache"
+  bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
+  [ -f "$OUT/compile-cache/$NAME.tgz" ] \
+    && echo "compile cache of $NAME kept: $(du -h "$OUT/compile-cache/$NAME.tgz" | cut -f1) compressed"
 done
-[ -f "$OUT/compile-cache.tgz" ] && echo "compile cache kept: $(du -h "$OUT/compile-cache.tgz" | cut -f1) compressed"
 exit "$rc"
