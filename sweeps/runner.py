@@ -79,11 +79,17 @@ def private_token() -> None:
 
 
 def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
-    """Checks DIR before any work (ValueError: one line) and writes the spec as run. Without --resume the
-    directory must not hold results; with it, only grid axes, resources and failure/search settings may change, a
-    corpus pin (task.tokens_sha256) may be added (it checks the data the task reads, it does not change them) and
-    the task's path may move (where the data lies on this machine: warn_if_other_data and the pin check what it
-    holds). The stored spec is read without opening its task: its path may not exist here."""
+    """Checks DIR before any work (check_dir) and writes the spec as run."""
+    check_dir(spec, out, resume)
+    store.write_spec(out, spec.to_dict())
+
+
+def check_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
+    """ValueError (one line) where DIR cannot take this run: without --resume the directory must not hold results;
+    with it, only grid axes, resources and failure/search settings may change, a corpus pin (task.tokens_sha256)
+    may be added (it checks the data the task reads, it does not change them) and the task's path may move (where
+    the data lies on this machine: warn_if_other_data and the pin check what it holds). The stored spec is read
+    without opening its task: its path may not exist here."""
     stored = store.read_spec(out)
     if stored is not None and not resume:
         raise ValueError(f"{out} already holds a sweep: pass --resume to finish it, or another --out")
@@ -99,7 +105,6 @@ def prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> None:
             if key not in RESUMABLE_CHANGES and before.get(key) != now[key]:
                 raise ValueError(f"spec field '{key}' differs from the sweep in {out} ({before.get(key)!r} → "
                                  f"{now[key]!r}): results would not be comparable; use another --out")
-    store.write_spec(out, spec.to_dict())
 
 
 @contextmanager

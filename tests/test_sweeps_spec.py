@@ -288,6 +288,10 @@ def test_plan_says_what_is_left_and_times_it_from_finished_trials_of_the_same_mo
     assert main(["sweep", str(spec_path), "--out", str(out), "--set", "model.depth=2", "--plan"]) == 0
     deeper = capsys.readouterr().out.splitlines()
     assert deeper[1].split()[:3] == ["32", "4", "1"] and deeper[1].split()[-2:] == ["–", "–"]
+    # the plan of a resume refuses what the resume would refuse, before a GPU machine finds out
+    assert main(["sweep", str(spec_path), "--out", str(out), "--set", "model.depth=2", "--plan", "--resume"]) == 2
+    assert "spec field 'model' differs from the sweep" in capsys.readouterr().err
+    assert main(["sweep", str(spec_path), "--out", str(out), "--set", "seeds=[0, 1, 2]", "--plan", "--resume"]) == 0
 
 
 def test_plan_counts_an_optuna_search_s_own_trials(tmp_path):

@@ -13,7 +13,7 @@ from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.plan import plan, plan_text
-from deltamup.sweeps.runner import run_sweep, widths_to_run
+from deltamup.sweeps.runner import check_dir, run_sweep, widths_to_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", action="store_true",
                    help="print, per width, the trials left, parameters, tokens per parameter, memory and GPU share a "
                         "trial, and the GPU time left where DIR has finished trials of the same model to time; run "
-                        "nothing")
+                        "nothing. With --resume, first refuse what the resume would refuse (a changed spec)")
     p.set_defaults(run=run)
 
 
@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus must be positive, got {args.num_cpus}")
     if args.plan:
+        if args.resume:  # the resume it plans refused here as the run would refuse it, not on the GPU machine
+            check_dir(spec, out, resume=True)
         print(plan_text(spec, plan(spec, out)))
         return 0
     kernel_check = None
