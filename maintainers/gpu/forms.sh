@@ -11,13 +11,17 @@
 #                                          test and deltamup kernels check of the UT solve's candidates, BLOCKWISE
 #                                          among them), then $OUT/solve-forms.md (solve_forms.py: the register,
 #                                          `rows` and blockwise forms timed at K 64, 128 and fla's standard shape)
+#   bash maintainers/gpu/forms.sh prepare → $OUT/prepare-forms.md (studies/kernel-checks/prepare_forms.py: the
+#                                          per-chunk pass's forms, fused-blockwise among them, without and with
+#                                          the training forward's q/k norm inside, n_h 1)
 #   bash maintainers/gpu/forms.sh bench [SHAPE…] → $OUT/kernels.md, $OUT/kernels.log (benchmarks/kernels.py;
 #                                          SHAPE: its --only indices, e.g. 1 3 2 4 then 0 5 6 7 in two calls
 #                                          where all eight do not fit one: the report keeps every finished shape)
 set -uo pipefail
 PART=${1:-}
 shift || true
-case "$PART" in check|forms|solve|bench) ;; *) echo "forms.sh: PART must be check, forms, solve or bench" >&2; exit 2 ;; esac
+case "$PART" in check|forms|solve|prepare|bench) ;;
+  *) echo "forms.sh: PART must be check, forms, solve, prepare or bench" >&2; exit 2 ;; esac
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }
@@ -58,6 +62,9 @@ case "$PART" in
   forms)
     { timeout -k 10 400 python3 studies/kernel-checks/state_forms.py
       timeout -k 10 130 python3 studies/kernel-checks/state_forms.py --nh 2; } 2>&1 | tee "$OUT/state-forms.md" ;;
+  prepare)
+    { timeout -k 10 270 python3 studies/kernel-checks/prepare_forms.py
+      timeout -k 10 270 python3 studies/kernel-checks/prepare_forms.py --norm; } 2>&1 | tee "$OUT/prepare-forms.md" ;;
   bench)  # every candidate's time in the log (tuning.launch), for pruning the candidates that never win
     DELTAMUP_AUTOTUNE_LOG=1 timeout -k 10 560 python3 benchmarks/kernels.py ${1:+--only "$@"} --out "$OUT/kernels.md" \
       > "$OUT/kernels.log" 2>&1
