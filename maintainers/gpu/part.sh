@@ -10,7 +10,7 @@
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
 # Each sweep directory's compile cache (Inductor's and Triton's) comes back as $OUT/compile-cache/SWEEP.tgz where it
 # is under the 16 MiB a returned file may have; kept as .gpu/cache/STUDY/SWEEP.tgz (git-ignored) and carried
-# (carry: [..., ".gpu/cache"]), a fresh machine of the same kind starts from it instead of compiling for minutes.
+# (carry: [..., ".gpu/cache/STUDY"]), a fresh machine of the same kind starts from it instead of compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
@@ -32,7 +32,8 @@ done
 for CACHE in .gpu/cache/"$STUDY"/*.tgz; do  # compile caches carried from an earlier machine, one a sweep directory
   [ -f "$CACHE" ] || continue
   D=$WORK/$(basename "$CACHE" .tgz)/compile-cache
-  [ -d "$D" ] || { mkdir -p "$D" && tar -C "$D" -xzf "$CACHE" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"; }
+  [ -d "$D" ] && continue
+  mkdir -p "$D" && tar -C "$D" -xzf "$CACHE" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"
 done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
