@@ -15,7 +15,9 @@ G, T = (I + A)^{-1}, w = T (β e^G ⊙ K), u = T (β ⊙ V) and Aqk = scale · c
 With --norm, q and k come in as they are and the training forward's q/k norm is part of the pass: the package's
 forms run the norm pass of their own first (`l2norm_fwd` on q and k, the normalised copies the backward reads),
 `fused-blockwise` normalises inside (K Kᵀ and Q Kᵀ scaled by r_i r_j, w's rows by r_k) and writes the normalised
-copies itself from the rows it loaded: no pass, and q and k read once.
+copies itself from the rows it loaded: no pass, and q and k read once. A row `kernels, norm inside, no copies`
+times the package's own NORM path (the forward alone's: q and k normalised inside, no copies written), the bound
+on what folding the norm into the pass can save.
 The time is CUDA kernel time from the profiler (the sum of the form's kernels, mean of 50 calls), at each candidate
 warp count; the error is the largest ‖x − x_kernels‖ / ‖x_kernels‖ over G, T, Aqk, w and u (the package's kernels
 are themselves checked against fp64 by tests/test_triton_kernels.py and `deltamup kernels check`).
@@ -26,7 +28,7 @@ are themselves checked against fp64 by tests/test_triton_kernels.py and `deltamu
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import triton
@@ -266,9 +268,11 @@ def run(form: str, warps: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return out, call
 
 
-def rel_error(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> float:
-    """max over the outputs of ‖got − ref‖ / ‖ref‖ (fp64)."""
-    return max(((got[n].double() - ref[n].double()).norm() / ref[n].double().norm()).item() for n in ref)
+def rel_error(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], names: Iterable[str] | None = None
+              ) -> float:
+    """max over the outputs (`names`, default all of ref's) of ‖got − ref‖ / ‖ref‖ (fp64)."""
+    return max(((got[n].double() - ref[n].double()).norm() / ref[n].double().norm()).item()
+               for n in (names or ref))
 
 
 def main() -> None:
@@ -296,6 +300,12 @@ def main() -> None:
             name = f"{', '.join(map(str, shape))} | {str(dtype).split('.')[1]}"
             print(f"| {name} | kernels | autotuned | {gpu_ms(call):.4f} | – |" if cuda else
                   f"| {name} | kernels | autotuned | – | – |", flush=True)
+            if args.norm:  # the package's NORM path (the forward alone's): normalised inside, no copies written
+                def inside() -> dict[str, torch.Tensor]:
+                    return chunk_prepare(q, k, v, g, beta, q.shape[-1] ** -0.5, args.nh, norm=True)
+                err = rel_error(inside(), ref, ("G", "Tinv", "Aqk", "w", "u"))
+                print(f"| {name} | kernels, norm inside, no copies | autotuned | "
+                      f"{f'{gpu_ms(inside):.4f}' if cuda else '–'} | {err:.1e} |", flush=True)
             narrow = is_narrow(shape[3], shape[4])
             for form in ("wu-chunk", "fused", "fused-blockwise"):
                 for warps in ((8,) if narrow or not cuda else (2, 4, 8)):  # narrow heads: the validated 8 warps
