@@ -121,6 +121,30 @@ def test_keep_sh_leaves_the_compile_cache_out_or_tars_it_apart(tmp_path):
     subprocess.run(keep + [str(tmp_path / "cache.tgz")], check=True)
     cache = sorted(m.name for m in tarfile.open(tmp_path / "cache.tgz").getmembers() if m.isfile())
     assert cache == ["./inductor/fxgraph/x", "./triton/k/k.cubin"]  # what SWEEP_DIR/compile-cache/ holds
+    restore = keep[:2] + ["--restore", str(tmp_path / "cache.tgz")]
+    subprocess.run(restore + [str(tmp_path / "whole")], check=True)
+    assert (tmp_path / "whole/triton/k/k.cubin").read_text() == "{}"
+
+
+def test_keep_sh_returns_a_cache_over_a_returned_file_s_size_in_parts_that_restore_whole(tmp_path):
+    """A compile cache over the size a file may have on its way back comes as CACHE.tgz.00, .01, … (the whole
+    CACHE.tgz of an earlier round removed), and `--restore` untars the parts as one archive."""
+    import os
+    import subprocess
+
+    cubin = os.urandom(5000)  # incompressible: the archive stays over 2 parts of 2048 bytes
+    sweep = tmp_path / "sweep"
+    (sweep / "compile-cache/triton/k").mkdir(parents=True)
+    (sweep / "compile-cache/triton/k/k.cubin").write_bytes(cubin)
+    (tmp_path / "cache.tgz").write_text("an earlier round's whole archive")
+    keep_sh = str(Path(__file__).parents[1] / "maintainers/gpu/keep.sh")
+    subprocess.run(["bash", keep_sh, str(sweep), str(tmp_path / "sweep.tgz"), str(tmp_path / "cache.tgz")],
+                   check=True, env={**os.environ, "KEEP_PART_BYTES": "2048"})
+    parts = sorted(p.name for p in tmp_path.glob("cache.tgz*"))
+    assert parts == ["cache.tgz.00", "cache.tgz.01", "cache.tgz.02"]
+    assert all((tmp_path / p).stat().st_size <= 2048 for p in parts)
+    subprocess.run(["bash", keep_sh, "--restore", str(tmp_path / "cache.tgz"), str(tmp_path / "restored")], check=True)
+    assert (tmp_path / "restored/triton/k/k.cubin").read_bytes() == cubin
 
 
 def test_keep_sh_every_round_tars_what_finished_and_finishes_the_round_when_stopped(tmp_path):

@@ -5,6 +5,9 @@
 # there, the compile warm-up and --warm-kernels find their binaries instead of compiling for a minute or more
 # (git-ignored: keep it under .gpu/, never in a commit):
 #   bash maintainers/gpu/keep.sh SWEEP_DIR OUT.tgz [CACHE.tgz]
+# A cache over the 15 MiB a returned file may safely have (16 MiB the limit; KEEP_PART_BYTES overrides) comes as
+# parts CACHE.tgz.00, CACHE.tgz.01, … instead; the other form's files are removed. Untarred, whole or in parts:
+#   bash maintainers/gpu/keep.sh --restore CACHE.tgz DIR
 # Or every SECONDS until stopped (SIGTERM; it finishes the round in flight), each WORK/sweep* directory into
 # OUT_DIR/NAME.tgz: what part.sh runs beside the parts, so that a command the device's time limit kills still
 # brings back every trial that finished up to the last round:
@@ -28,8 +31,21 @@ keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
     return "$rc"
   fi
   if [ -n "${3:-}" ] && [ -d "$1/compile-cache" ]; then
-    tar -C "$1/compile-cache" -czf "$3.part$$" . && mv -f "$3.part$$" "$3"
+    tar -C "$1/compile-cache" -czf "$3.part$$" . || { rm -f "$3.part$$"; return 1; }
+    rm -f "$3" "$3".[0-9][0-9]
+    if [ "$(stat -c %s "$3.part$$")" -le "${KEEP_PART_BYTES:-15728640}" ]; then
+      mv -f "$3.part$$" "$3"
+    else  # in parts a returned file may have, each whole when the loop ends
+      split -b "${KEEP_PART_BYTES:-15728640}" -d -a 2 "$3.part$$" "$3.part$$." \
+        && for part in "$3.part$$".[0-9][0-9]; do mv -f "$part" "$3.${part##*.}"; done
+      rm -f "$3.part$$"
+    fi
   fi
+}
+
+restore() {  # CACHE.tgz DIR: the cache keep() wrote, whole or in parts, untarred into DIR
+  mkdir -p "$2" || return 1
+  if [ -f "$1.00" ]; then cat "$1".[0-9][0-9] | tar -C "$2" -xzf -; else tar -C "$2" -xzf "$1"; fi
 }
 
 if [ "${1:-}" = "--every" ]; then
@@ -46,5 +62,9 @@ if [ "${1:-}" = "--every" ]; then
     kill $! 2>/dev/null
   done
   exit 0
+fi
+if [ "${1:-}" = "--restore" ]; then
+  restore "$2" "$3"
+  exit
 fi
 keep "$@"

@@ -8,9 +8,10 @@
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
-# Each sweep directory's compile cache (Inductor's and Triton's) comes back as $OUT/compile-cache/SWEEP.tgz where it
-# is under the 16 MiB a returned file may have; kept as .gpu/cache/STUDY/SWEEP.tgz (git-ignored) and carried
-# (carry: [..., ".gpu/cache/STUDY"]), a fresh machine of the same kind starts from it instead of compiling for minutes.
+# Each sweep directory's compile cache (Inductor's and Triton's) comes back as $OUT/compile-cache/SWEEP.tgz (in
+# 15 MiB parts SWEEP.tgz.00, .01, … where larger: keep.sh); kept as .gpu/cache/STUDY/SWEEP.tgz* (git-ignored)
+# and carried (carry: [..., ".gpu/cache/STUDY"]), a fresh machine of the same kind starts from it instead of
+# compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
@@ -29,11 +30,12 @@ mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
-for CACHE in .gpu/cache/"$STUDY"/*.tgz; do  # compile caches carried from an earlier machine, one a sweep directory
-  [ -f "$CACHE" ] || continue
+for CACHE in .gpu/cache/"$STUDY"/*.tgz .gpu/cache/"$STUDY"/*.tgz.00; do  # carried from an earlier machine, whole
+  [ -f "$CACHE" ] || continue                                               # or in parts, one a sweep directory
+  CACHE=${CACHE%.00}
   D=$WORK/$(basename "$CACHE" .tgz)/compile-cache
   [ -d "$D" ] && continue
-  mkdir -p "$D" && tar -C "$D" -xzf "$CACHE" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"
+  bash maintainers/gpu/keep.sh --restore "$CACHE" "$D" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"
 done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
@@ -47,7 +49,7 @@ for d in "$WORK"/sweep*/; do
   NAME=$(basename "$d")
   mkdir -p "$OUT/compile-cache"
   bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
-  [ -f "$OUT/compile-cache/$NAME.tgz" ] \
-    && echo "compile cache of $NAME kept: $(du -h "$OUT/compile-cache/$NAME.tgz" | cut -f1) compressed"
+  ls "$OUT/compile-cache/$NAME".tgz* > /dev/null 2>&1 \
+    && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
 done
 exit "$rc"
