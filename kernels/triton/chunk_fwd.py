@@ -67,6 +67,38 @@ NORM_EPS = tl.constexpr(EPS)  # the L2 norm's, as a constant the kernels may rea
 
 
 @triton.jit
+def chunk_gates(g, G_out, tq, tok, t0, T, H, C: tl.constexpr, NH: tl.constexpr, USE_G: tl.constexpr):
+    """G = cumsum(g) [C] (fp32) of the chunk at rows t0.. (g at (b, t=0, h) = g + tq, a row per token of NH
+    micro-rows; zeros without USE_G), stored to G_out + tok [T, H] and returned."""
+    rows = t0 + tl.arange(0, C)
+    if USE_G:
+        r_g, m_g = row_map(t0, T, C, NH, 0)
+        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
+    else:
+        b_G = tl.zeros([C], dtype=tl.float32)
+    tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
+    return b_G
+
+
+@triton.jit
+def chunk_qk(q, k, tok, tq, t0, T, H, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+             NH: tl.constexpr, NORM: tl.constexpr):
+    """(Q Kᵀ [C, C] fp32, Σ q² [C] over each row of Q, with NORM; else zeros) of the chunk at rows t0.. (q at
+    q + tq·K with a row per token of NH micro-rows, at each token's last; k at k + tok·K)."""
+    b_qk = tl.zeros([C, C], dtype=tl.float32)
+    b_ss = tl.zeros([C], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
+        p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
+        b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
+        b_qk += mm(b_q, tl.trans(b_k), k, PREC)
+        if NORM:
+            b_ss += tl.sum(b_q.to(tl.float32) * b_q.to(tl.float32), axis=1)
+    return b_qk, b_ss
+
+
+@triton.jit
 def chunk_kkt_solve_fwd_kernel(
     k, g, beta, G_out, T_out, Rk, A_tmp,
     T, H: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
@@ -82,13 +114,7 @@ def chunk_kkt_solve_fwd_kernel(
     t0 = i_t * C
     rows = t0 + tl.arange(0, C)
     tok = i_b * T * H + i_h  # offset of (b, t=0, h) in [B, T, H]
-    if USE_G:
-        r_g, m_g = row_map(t0, T, C, NH, 0)
-        b_G = tl.cumsum(tl.load(g + tok_base(i_b, i_h, T, H, NH) + r_g * H, mask=m_g, other=0.0).to(tl.float32),
-                        axis=0)
-    else:
-        b_G = tl.zeros([C], dtype=tl.float32)
-    tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
+    b_G = chunk_gates(g, G_out, tok_base(i_b, i_h, T, H, NH), tok, t0, T, H, C, NH, USE_G)
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_ss = tl.zeros([C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
@@ -173,17 +199,7 @@ def chunk_wu_aqk_fwd_kernel(
         else:
             _wu_block(v, u, tok, t0, T, H, V, (i_c - NW) * BV, b_T, b_beta, C, BV, PREC)
     else:
-        tq = tok_base(i_b, i_h, T, H, NH)
-        b_qk = tl.zeros([C, C], dtype=tl.float32)
-        b_ss = tl.zeros([C], dtype=tl.float32)
-        for i_k in range(NK):
-            p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-            p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
-            b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-            b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
-            b_qk += mm(b_q, tl.trans(b_k), k, PREC)
-            if NORM:
-                b_ss += tl.sum(b_q.to(tl.float32) * b_q.to(tl.float32), axis=1)
+        b_qk, b_ss = chunk_qk(q, k, tok, tok_base(i_b, i_h, T, H, NH), t0, T, H, K, C, BK, PREC, NH, NORM)
         if NORM:
             b_rq = 1.0 / tl.sqrt(b_ss + NORM_EPS)
             tl.store(Rq + tok + rows * H, b_rq, mask=rows < T)

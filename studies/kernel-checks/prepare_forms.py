@@ -34,11 +34,12 @@ import torch
 import triton
 import triton.language as tl
 
-from deltamup.kernels.triton.chunk_fwd import _wu_block, chunk_kkt_solve_fwd_kernel, chunk_prepare
+from deltamup.kernels.triton.chunk_fwd import (_wu_block, chunk_gates, chunk_kkt_solve_fwd_kernel, chunk_prepare,
+                                               chunk_qk)
 from deltamup.kernels.triton.l2norm import EPS, l2norm_fwd
 from deltamup.kernels.triton.solve import solve_tril, solve_tril_blocks
 from deltamup.kernels.triton.tuning import dot_operand_dtype, is_narrow, parallel_tiles, precision, solve_precision
-from deltamup.kernels.triton.utils import CHUNK, decay, load_gates, mm, row_map, tile, tok_base
+from deltamup.kernels.triton.utils import CHUNK, decay, load_gates, mm, tile, tok_base
 from solve_forms import gpu_ms  # studies/kernel-checks/solve_forms.py, beside this script (its folder is on sys.path)
 
 GPU_SHAPES = ((8, 2048, 6, 32, 64), (8, 2048, 6, 64, 128), (8, 2048, 6, 96, 192), (8, 2048, 6, 128, 256),
@@ -94,24 +95,25 @@ def wu_aqk_per_chunk_kernel(
 
 
 @triton.jit
+def _chunk_start(g, G_out, T, H, C: tl.constexpr, NH: tl.constexpr, USE_G: tl.constexpr):
+    """The program's chunk, grid (NT, B·H): its first row t0, rows [C], the offsets of (b, t=0, h) in [B, T, H]
+    (tok) and in g's and q's token rows (tq), and G = cumsum(g) [C], stored to G_out."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    t0 = i_t * C
+    tok = i_b * T * H + i_h
+    tq = tok_base(i_b, i_h, T, H, NH)
+    return t0, t0 + tl.arange(0, C), tok, tq, chunk_gates(g, G_out, tq, tok, t0, T, H, C, NH, USE_G)
+
+
+@triton.jit
 def prepare_fused_kernel(
     q, k, v, g, beta, G_out, T_out, w, u, Aqk,
     scale, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
     BV: tl.constexpr, USE_G: tl.constexpr, PREC: tl.constexpr, MP: tl.constexpr, NH: tl.constexpr,
 ):
     """`fused`, grid (NT, B·H): G, T, Aqk, w and u of one chunk; T stays in registers for w and u."""
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    t0 = i_t * C
-    rows = t0 + tl.arange(0, C)
-    tok = i_b * T * H + i_h
-    tq = tok_base(i_b, i_h, T, H, NH)
-    if USE_G:
-        r_g, m_g = row_map(t0, T, C, NH, 0)
-        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
-    else:
-        b_G = tl.zeros([C], dtype=tl.float32)
-    tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
+    t0, rows, tok, tq, b_G = _chunk_start(g, G_out, T, H, C, NH, USE_G)
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_qk = tl.zeros([C, C], dtype=tl.float32)
     for i_k in tl.static_range((K + BK - 1) // BK):  # _aqk's loop, with K Kᵀ from the same loads of K
@@ -140,19 +142,8 @@ def prepare_blockwise_kernel(
     A_tmp [B,T,H,C] fp32; T stored, then loaded back for w and u). One [C, C] accumulator live at a time: K Kᵀ, A
     stored, then Q Kᵀ with K's rows loaded again (from L2). With NORM, q and k as they come: their rows'
     r = (Σ x² + eps)^{-1/2} from those loops' loads, the products scaled as the package's NORM path, and the
-    normalised copies written to kn (in the Q Kᵀ loop) and qn (one more pass over the chunk's rows of q)."""
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    t0 = i_t * C
-    rows = t0 + tl.arange(0, C)
-    tok = i_b * T * H + i_h
-    tq = tok_base(i_b, i_h, T, H, NH)
-    if USE_G:
-        r_g, m_g = row_map(t0, T, C, NH, 0)
-        b_G = tl.cumsum(tl.load(g + tq + r_g * H, mask=m_g, other=0.0).to(tl.float32), axis=0)
-    else:
-        b_G = tl.zeros([C], dtype=tl.float32)
-    tl.store(G_out + tok + rows * H, b_G, mask=rows < T)
+    normalised copies written to kn and qn from one more pass over the chunk's rows."""
+    t0, rows, tok, tq, b_G = _chunk_start(g, G_out, T, H, C, NH, USE_G)
     NK: tl.constexpr = (K + BK - 1) // BK
     b_kk = tl.zeros([C, C], dtype=tl.float32)
     b_s = tl.zeros([C], dtype=tl.float32)
@@ -169,23 +160,16 @@ def prepare_blockwise_kernel(
     b_beta = tl.load(beta + tok + rows * H, mask=rows < T, other=0.0).to(tl.float32)
     p_c, m_c = tile(t0, T, H, C, 0, C, C)
     tl.store(A_tmp + tok * C + p_c, b_kk * decay(b_G, C, True) * b_beta[:, None], mask=m_c)
-    b_qk = tl.zeros([C, C], dtype=tl.float32)
-    b_s = tl.zeros([C], dtype=tl.float32)
-    for i_k in tl.static_range(NK):
-        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
-        p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
-        b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
-        b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
-        b_qk += mm(b_q, tl.trans(b_k), k, PREC)
-        if NORM:
-            b_s += tl.sum(b_q.to(tl.float32) * b_q.to(tl.float32), axis=1)
-            tl.store(kn + tok * K + p_k, (b_k.to(tl.float32) * b_rk[:, None]).to(kn.dtype.element_ty), mask=m_k)
+    b_qk, b_s = chunk_qk(q, k, tok, tq, t0, T, H, K, C, BK, PREC, NH, NORM)
     if NORM:
         b_rq = 1.0 / tl.sqrt(b_s + NORM_EPS)
         b_qk = b_qk * b_rq[:, None] * b_rk[None, :]
-        for i_k in tl.static_range(NK):
+        for i_k in tl.static_range(NK):  # the normalised copies, from the chunk's rows again (in L2)
+            p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
             p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
+            b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0).to(tl.float32)
             b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0).to(tl.float32)
+            tl.store(kn + tok * K + p_k, (b_k * b_rk[:, None]).to(kn.dtype.element_ty), mask=m_k)
             tl.store(qn + tq * K + p_q, (b_q * b_rq[:, None]).to(qn.dtype.element_ty), mask=m_q)
     tl.store(Aqk + tok * C + p_c, (b_qk * decay(b_G, C, False) * scale).to(Aqk.dtype.element_ty), mask=m_c)
     tl.debug_barrier()  # the rows and blocks of A each thread loads next were stored by the program's other threads
