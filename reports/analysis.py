@@ -445,7 +445,7 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
         lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy(), [w.method for w in widths])
         for w, width, edge, lo, hi in zip(widths, group["width"], group["edge"], lows, highs):
             fit = w.method == "fit"
-            lo, hi = intervals.open_bounds(lo, hi, [1.0], [edge])
+            lo, hi = intervals.width_interval(lo, hi, edge, w)
             extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
                               interval_method=w.method, fit_noise=noise if fit else None,
                               fit_noise_from=source if fit else None))
@@ -488,8 +488,7 @@ def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.
         if len(g) >= 2:
             weights = intervals.slope_weights(x)
             slope = float(weights @ y)
-            slope_lo, slope_hi = intervals.open_bounds(*intervals.interval(reps @ weights, slope, method), weights,
-                                                       g["edge"].to_list())
+            slope_lo, slope_hi = open_as_widths(intervals.interval(reps @ weights, slope, method), weights, lo, hi)
         n_seeds = int(g["n_seeds"].min())
         noise = g["fit_noise"].drop_nulls()
         call, note = verdict.verdict(_octaves(slope_lo), _octaves(slope_hi), n_seeds, method, x, g["edge"].to_list(),
@@ -507,6 +506,15 @@ def transfer(optimum: pl.DataFrame, replicates: Replicates, budget: dict) -> pl.
                          steps=budget.get("steps"), tokens_per_trial=budget.get("tokens_per_trial"),
                          depth=budget.get("depth"), verdict_note=note))
     return pl.DataFrame(rows, schema=TRANSFER_SCHEMA)
+
+
+def open_as_widths(interval: tuple[float, float], coefficients: np.ndarray, lows: np.ndarray, highs: np.ndarray
+                   ) -> tuple[float, float]:
+    """The interval of a linear statistic Σ c_k · x_k of widths' log2 optima, open on each side an open end of a
+    width's interval (lows, highs in log2; ∓inf: a bound, or a fit interval at an end of its grid) could push it."""
+    below = ["low" if np.isneginf(x) else None for x in lows]
+    above = ["high" if np.isposinf(x) else None for x in highs]
+    return intervals.open_bounds(*intervals.open_bounds(*interval, coefficients, below), coefficients, above)
 
 
 def _decreasing(losses: pl.Series) -> bool | None:
@@ -534,15 +542,18 @@ def horizon_table(estimates: dict[str, Estimate], steps: list[tuple[int, str]]) 
         for r in e.optima.filter(pl.col("best_lr").is_not_null()).sort(KEYS).iter_rows(named=True):
             widths, reps = e.replicates[(r["parametrization"], r["optimizer"])]
             key = (r["parametrization"], r["optimizer"], r["width"])
-            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])], r["edge"],
+            with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0: −inf octaves
+                ends = np.log2([r["best_lr_lo"], r["best_lr_hi"]])
+            now[key] = (r["log2_best_lr"], reps[:, int(np.flatnonzero(widths == r["width"])[0])], ends,
                         r["interval_method"])
             row = {k: r[k] for k in ("parametrization", "optimizer", "width", "best_lr", "best_lr_lo", "best_lr_hi",
                                      "bound")} | dict(horizon=pct, metric=metric)
             if key in before:
                 method = "seeds" if now[key][3] == before[key][3] == "seeds" else "fit"
-                lo, hi = intervals.open_bounds(*intervals.interval(now[key][1] - before[key][1],
-                                                                   now[key][0] - before[key][0], method),
-                                               [1.0, -1.0], [now[key][2], before[key][2]])
+                ends = np.array([now[key][2], before[key][2]])
+                lo, hi = open_as_widths(intervals.interval(now[key][1] - before[key][1],
+                                                           now[key][0] - before[key][0], method),
+                                        np.array([1.0, -1.0]), ends[:, 0], ends[:, 1])
                 row |= dict(shift_octaves=_octaves(now[key][0] - before[key][0]), shift_lo=_octaves(lo),
                             shift_hi=_octaves(hi), still_moving=MOVING[verdict.classify(lo, hi)])
             rows.append(row)

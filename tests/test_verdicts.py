@@ -62,7 +62,7 @@ def test_a_three_seed_interval_holds_a_known_optimum_nine_times_in_ten() -> None
     hold it less often."""
     rng = np.random.default_rng(0)
     x = np.arange(-10.0, -6.0)
-    held: dict[str, list[bool]] = {"seeds": [], "fit": []}  # "fit": bias-corrected percentiles
+    held: dict[str, list[bool]] = {"seeds": [], "fit": []}  # "fit": the replicates' 5th-95th percentiles
     for _ in range(1500):
         x_star = rng.uniform(-9.0, -8.5)
         per_seed = 1 + 0.012 * (x - x_star) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.006, (3, len(x)))
@@ -74,6 +74,27 @@ def test_a_three_seed_interval_holds_a_known_optimum_nine_times_in_ten() -> None
             hits.append(bool(lo <= x_star <= hi))
     seeds, percentiles = np.mean(held["seeds"]), np.mean(held["fit"])
     assert 0.87 <= seeds <= 0.93 and percentiles < seeds - 0.02, (seeds, percentiles)
+
+
+def test_a_single_seed_interval_holds_a_known_optimum_also_where_the_noise_put_it_on_the_edge() -> None:
+    """1000 simulated single-seed widths (the bowl above, the optimum inside LRs 2^-10 … 2^-7, scatter σ = the
+    assumed 0.01): where the noise moved the best grid LR to an end of the grid, the interval still holds the true
+    optimum at least 80% of the time (a bias-corrected percentile interval held it about a quarter of the time), and
+    about nine times in ten overall."""
+    rng = np.random.default_rng(1)
+    x = np.arange(-10.0, -6.0)
+    held: dict[bool, list[bool]] = {True: [], False: []}
+    for _ in range(1000):
+        x_star = rng.uniform(-9.0, -8.5)
+        curve = 1 + 0.012 * (x - x_star) ** 2 + rng.normal(0, 0.01, len(x))
+        width = intervals.Width(x, curve[None], curve, 1, "fit")
+        best = intervals.vertices(x, curve)
+        replicates = intervals.replicate_optima([width], 0.01, rng, rng)[:, 0]
+        lo, hi = intervals.interval(replicates, best.x[0], "fit")
+        lo, hi = intervals.width_interval(float(lo), float(hi), {-1: "low", 1: "high"}.get(int(best.edge[0])), width)
+        held[bool(best.edge[0])].append(lo <= x_star <= hi)
+    assert len(held[True]) >= 40 and np.mean(held[True]) >= 0.8, (len(held[True]), np.mean(held[True]))
+    assert 0.87 <= np.mean(held[True] + held[False]) <= 0.99
 
 
 def test_intervals_shrink_when_seeds_are_added() -> None:
@@ -295,27 +316,47 @@ def test_a_committed_multi_seed_sweep_has_the_columns(tmp_path: Path) -> None:
     assert (sp["steps"], sp["tokens_per_trial"], sp["depth"]) == (60, 60 * 8 * 64, 2)
 
 
-def test_on_the_committed_sweep_intervals_shrink_as_seeds_are_added() -> None:
+def test_on_the_committed_sweep_intervals_close_as_seeds_are_added() -> None:
+    """Fewer optima stay open (a bound, or a fit interval that reaches an end of the grid) as seeds are added."""
     trials = analysis.load_sweep(FIXTURE).trials
 
-    def median_width(seeds: list[int]) -> float:
+    def open_ends(seeds: list[int]) -> int:
         o = analysis.estimate(trials.filter(pl.col("seed").is_in(seeds))).optima
-        return float(np.median(np.log2(o["best_lr_hi"] / o["best_lr_lo"])))
+        return int((o["best_lr_lo"] == 0).sum() + o["best_lr_hi"].is_infinite().sum())
 
-    assert median_width([0]) > median_width([0, 1]) > median_width([0, 1, 2])
+    assert open_ends([0]) > open_ends([0, 1]) > open_ends([0, 1, 2])
 
 
 def test_on_the_committed_sweep_one_seed_is_never_a_verdict() -> None:
-    """Seed 2 alone: GDN-µP's fit-based slope interval lies wholly above 0 — a drift three seeds do not support.
-    One seed therefore gives no confident verdict, only what its interval suggests."""
+    """One seed gives no confident verdict, only what its interval suggests. Seed 2 alone puts GDN-µP's width-128
+    optimum on the grid's high edge and its width-64 replicates at the grid's top end, so its slope interval is
+    open above and holds 0, as the three seeds' does (a bias-corrected interval of the same replicates lay wholly
+    above 0: a drift the three seeds do not support)."""
     trials = analysis.load_sweep(FIXTURE).trials
     for seed in (0, 1, 2):
         t = analysis.estimate(trials.filter(pl.col("seed") == seed)).transfer
         assert set(t["verdict"]) == {"undetermined"} and (t["interval_method"] == "fit").all()
     alone = row(analysis.estimate(trials.filter(pl.col("seed") == 2)).transfer, parametrization="gdn-mup")
-    assert alone["slope_lo"] > 0.5 and alone["verdict_note"].endswith("it suggests a drift")
+    assert alone["slope_lo"] < 0 < alone["slope"] and alone["slope_hi"] == math.inf
     three = row(analysis.estimate(trials).transfer, parametrization="gdn-mup")
     assert three["verdict"] == "undetermined" and three["slope_lo"] < 0 < three["slope_hi"]
+
+
+def test_a_flat_single_seed_curve_leaves_its_optimum_open() -> None:
+    """One seed, three LRs whose losses differ by a third of the assumed noise (the 8-layer study's GDN-µP at width
+    1024, 4× the steps): the best LR is the grid's low edge, and a third of the replicates put it at the high edge,
+    so the interval spans the grid and is open on both sides; the slope over that width and one with a clear
+    optimum is open on both sides too."""
+    lrs = [2.0 ** -9, 2.0 ** -8, 2.0 ** -7]
+    losses = {256: [0.8900, 0.8514, 0.8850], 1024: [0.7547, 0.7582, 0.7557]}
+    trials = pl.DataFrame([dict(parametrization="gdn-mup", optimizer="adamw", width=w, lr=lr, seed=0, status="ok",
+                                diverged=False, val_loss=v) for w, ys in losses.items() for lr, v in zip(lrs, ys)])
+    est = analysis.estimate(trials, "val_loss")
+    flat, clear = row(est.optima, width=1024), row(est.optima, width=256)
+    assert flat["edge"] == "low" and (flat["best_lr_lo"], flat["best_lr_hi"]) == (0.0, math.inf)
+    assert 2.0 ** -9 <= clear["best_lr_lo"] < clear["best_lr"] < clear["best_lr_hi"] <= 2.0 ** -7
+    t = est.transfer.row(0, named=True)
+    assert (t["slope_lo"], t["slope_hi"]) == (-math.inf, math.inf) and t["verdict"] == "undetermined"
 
 
 def test_the_sweep_summary_and_the_report_name_their_best_lr_and_metric(tmp_path: Path, capsys) -> None:

@@ -27,6 +27,16 @@ and how often it is called `moving` (the interval excludes 0) or `settled` (insi
 
     python3 studies/interval-coverage/coverage.py --horizons [--sims 400] [--out studies/interval-coverage/horizons.md]
 
+With --one-seed: single-seed sweeps, whose intervals come from the fit bootstrap (σ assumed: the 0.01-nat floor).
+The same two widths and bowl, one seed, on two grids: three LRs one octave apart (2^-9 … 2^-7) around a true
+optimum uniform in [−9.5, −6.5], so it often lies beyond an end of the grid (the 4× part of the 8-layer study: each
+width's previous optimum and its two neighbours), and the four LRs above with the optimum inside. Prints how often
+each width's interval holds x*_w, apart for widths whose best grid LR is an edge (a bound) and the rest, how often
+the slope's holds the true slope, and how often a width's interval is open; each by the report's rule and by the
+bias-corrected percentile rule it replaced (Efron's BC on the same replicates, open only on a bound's side).
+
+    python3 studies/interval-coverage/coverage.py --one-seed [--sims 400] [--out studies/interval-coverage/one-seed.md]
+
 With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
 parametrizations at one width, the same four learning rates and n seeds; seed s's loss for parametrization p is
 m_p + a·(x − x*_p)² + o_s + e_{s,p,x}, x*_a uniform in [−9, −8.5] and x*_b one octave below it (SP's optimum below
@@ -49,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from deltamup.reports import analysis, intervals
 from deltamup.reports.head_to_head import head_to_head
@@ -65,6 +76,8 @@ class Setting:
     asymmetry: float     # b: nats per octave³
     scatter: float       # σ: per-trial nats
     seeds: int
+    log2_lrs: tuple[float, ...] = tuple(LOG2_LRS)
+    truth: tuple[float, float] = (-9.0, -8.5)  # the range of the true log2 optimum at width 256
 
 
 SETTINGS = [
@@ -80,17 +93,18 @@ SETTINGS = [
 
 def simulate(setting: Setting, slope: float, rng: np.random.Generator) -> tuple[pl.DataFrame, np.ndarray]:
     """One sweep's trials (the columns analysis.estimate reads) and its true log2 optima per width (W,)."""
-    base = rng.uniform(-9.0, -8.5)
+    base = rng.uniform(*setting.truth)
     truth = base + slope * np.log2(np.array(WIDTHS) / WIDTHS[0])
     offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
+    lrs = np.array(setting.log2_lrs)
     rows = []
     for w, x_star in zip(WIDTHS, truth):
-        u = LOG2_LRS - x_star
+        u = lrs - x_star
         bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
         for s in range(setting.seeds):
             losses = 1.0 + bowl + offsets[s] + rng.normal(0.0, setting.scatter, len(u))
             rows += [dict(parametrization="p", optimizer="adamw", width=w, lr=2.0 ** x, seed=s, val_loss=float(v),
-                          status="ok") for x, v in zip(LOG2_LRS, losses)]
+                          status="ok") for x, v in zip(lrs, losses)]
     return pl.DataFrame(rows), truth
 
 
@@ -112,7 +126,7 @@ def run(setting: Setting, sims: int) -> dict:
             verdicts[true_slope].append(row["verdict"])
             _, reps = est.replicates[("p", "adamw")]
             points = optima["log2_best_lr"].to_numpy()
-            lo, hi = intervals.interval(reps, points, "fit")  # "fit": bias-corrected percentiles
+            lo, hi = intervals.interval(reps, points, "fit")  # "fit": the 5th-95th percentiles (and the point)
             pct_held += list((lo <= truth) & (truth <= hi))
             weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
             lo, hi = intervals.interval(reps @ weights, float(weights @ points), "fit")
@@ -130,6 +144,61 @@ def run(setting: Setting, sims: int) -> dict:
             "slope +0.35: transfers %": share(verdicts[0.35], "transfers"),
             "percentiles: optimum covered %": 100 * np.mean(pct_held),
             "percentiles: slope covered %": 100 * np.mean(pct_slope_held)}
+
+
+AROUND = (-9.0, -8.0, -7.0)  # three LRs around a previous optimum (the 8-layer study's 4× part)
+ONE_SEED_SETTINGS = [
+    Setting("3 LRs, optimum anywhere in [−9.5, −6.5]", 0.012, 0.0, 0.010, 1, AROUND, (-9.5, -6.5)),
+    Setting("3 LRs, flat bowl", 0.006, 0.0, 0.010, 1, AROUND, (-9.5, -6.5)),
+    Setting("3 LRs, quieter than assumed", 0.012, 0.0, 0.004, 1, AROUND, (-9.5, -6.5)),
+    Setting("4 LRs, optimum inside", 0.012, 0.0, 0.010, 1),
+    Setting("4 LRs, flat bowl", 0.006, 0.0, 0.010, 1),
+]
+
+
+def bias_corrected(replicates: NDArray, point: float) -> tuple[float, float]:
+    """The rule the report's fit intervals replaced: Efron's bias-corrected 90% percentile interval (ties with the
+    point count half)."""
+    v = replicates[~np.isnan(replicates)]
+    below = (np.sum(v < point) + 0.5 * np.sum(v == point)) / len(v)
+    z0 = intervals.NORMAL.inv_cdf(min(max(below, 0.5 / len(v)), 1 - 0.5 / len(v)))
+    z = intervals.NORMAL.inv_cdf(1 - (1 - intervals.LEVEL) / 2)
+    lo, hi = (np.percentile(v, 100 * intervals.NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1))
+    return float(lo), float(hi)
+
+
+def run_one_seed(setting: Setting, sims: int) -> dict:
+    """Coverage of single-seed intervals, by the report's rule and by the bias-corrected one, over `sims` sweeps at
+    a true slope of 0 and `sims` at +0.35."""
+    rng = np.random.default_rng(0)
+    weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
+    held: dict[str, dict[str, list[bool]]] = {rule: {"edge": [], "inside": [], "slope": [], "open": []}
+                                              for rule in ("report", "bias-corrected")}
+    for true_slope in (0.0, 0.35):
+        for _ in range(sims):
+            trials, truth = simulate(setting, true_slope, rng)
+            est = analysis.estimate(trials, "val_loss")
+            optima = est.optima.sort("width")
+            with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0
+                lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
+            (row,) = est.transfer.to_dicts()
+            points, edges = optima["log2_best_lr"].to_numpy(), optima["edge"].to_list()
+            reps = est.replicates[("p", "adamw")][1]
+            old = [intervals.open_bounds(*bias_corrected(reps[:, k], points[k]), [1.0], [edges[k]])
+                   for k in range(len(WIDTHS))]
+            old_slope = intervals.open_bounds(*bias_corrected(reps @ weights, float(weights @ points)), weights, edges)
+            for rule, bounds, slope_bounds in (("report", list(zip(lo, hi)), (row["slope_lo"], row["slope_hi"])),
+                                               ("bias-corrected", old, old_slope)):
+                for (a, b), x, edge in zip(bounds, truth, edges):
+                    held[rule]["edge" if edge else "inside"].append(a <= x <= b)
+                    held[rule]["open"].append(bool(np.isinf(a) or np.isinf(b)))
+                held[rule]["slope"].append(slope_bounds[0] <= true_slope <= slope_bounds[1])
+    out: dict = {"setting": setting.name, "LRs": len(setting.log2_lrs), "a": setting.curvature,
+                 "σ": setting.scatter, "edge optima %": 100 * len(held["report"]["edge"]) / (2 * sims * len(WIDTHS))}
+    for rule, h in held.items():
+        out |= {f"{rule}: {k} covered %": 100 * np.mean(h[k]) for k in ("edge", "inside", "slope")}
+        out[f"{rule}: open %"] = 100 * np.mean(h["open"])
+    return out
 
 
 HORIZON_LRS = np.arange(-12.0, -8.0)  # 2^-12 … 2^-9: the 8-layer study's SP grid at width 2048
@@ -262,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
     mode.add_argument("--head-to-head", action="store_true", help="the head-to-head differences' intervals instead")
+    mode.add_argument("--one-seed", action="store_true", help="single-seed sweeps' intervals (the fit bootstrap)")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -271,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     settings, run_one, flag, truth = ((HORIZON_SETTINGS, run_horizons, " --horizons", "shift") if args.horizons else
                                       (PAIR_SETTINGS, run_pair, " --head-to-head", "difference") if args.head_to_head
+                                      else (ONE_SEED_SETTINGS, run_one_seed, " --one-seed", "slope") if args.one_seed
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
         rows.append(run_one(setting, args.sims))
