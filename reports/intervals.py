@@ -21,7 +21,7 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   optimum past that end. Efron's bias-corrected percentiles, used before, read the replicates that equal the point
   estimate (a third or more at an edge) as bias: on simulated single-seed sweeps they held an optimum the noise had
   put on the grid's edge 20–28% of the time on four LRs; this interval holds the optimum 86–100% of the time and
-  the slope 98–100%, open in most sweeps (studies/interval-coverage, --one-seed).
+  the slope 98–100%, open in most sweeps (studies/interval-coverage, --edges).
   σ (`fit_noise`) is the seed-to-seed standard deviation measured elsewhere in the sweep (pooled over the cells
   around each width's optimum that have two or more seeds) where there is one; else the residual of a least-squares
   quadratic through the five grid points around each width's optimum (pooled over the sweep; the curve's misfit
@@ -130,9 +130,16 @@ def interval(replicates: np.ndarray, point: np.ndarray | float,
 
 def width_interval(lo: float, hi: float, edge: str | None, width: Width) -> tuple[float, float]:
     """A width's interval [lo, hi] (log2 LR, from `interval`), open (∓inf) on its bound's side (edge: 'low',
-    'high' or None) and, for a fit interval, on each side that reaches an end of the width's LRs: at least 5% of its
-    replicates sit there, and those are bounds."""
+    'high' or None) and closed no nearer the bound than halfway to its neighbour LR (where every replicate sits on the
+    bound, their spread is 0; a best LR at an end says no more than that a symmetric bowl's optimum lies beyond that
+    halfway point); for a fit interval, also open on each side that reaches an end of the width's LRs: at least 5%
+    of its replicates sit there, and those are bounds."""
     lo, hi = open_bounds(lo, hi, [1.0], [edge])
+    x = np.sort(width.x)
+    if edge == "low" and len(x) > 1:
+        hi = max(hi, (x[0] + x[1]) / 2)
+    if edge == "high" and len(x) > 1:
+        lo = min(lo, (x[-2] + x[-1]) / 2)
     if width.method == "fit":
         lo = -math.inf if lo <= width.x.min() + 1e-9 else lo
         hi = math.inf if hi >= width.x.max() - 1e-9 else hi

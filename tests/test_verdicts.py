@@ -97,6 +97,30 @@ def test_a_single_seed_interval_holds_a_known_optimum_also_where_the_noise_put_i
     assert 0.87 <= np.mean(held[True] + held[False]) <= 0.99
 
 
+def test_a_three_seed_bound_holds_an_optimum_halfway_to_its_neighbour() -> None:
+    """600 simulated 3-seed widths on three LRs (2^-9 … 2^-7) around a true optimum anywhere from half an octave
+    below them to half an octave above: where the best grid LR is an end of the grid, the interval (open beyond it)
+    holds the optimum at least 90% of the time; closed where the replicates end, as it was before, about 75%."""
+    rng = np.random.default_rng(2)
+    x = np.array([-9.0, -8.0, -7.0])
+    held: dict[str, list[bool]] = {"now": [], "replicates' end": []}
+    for _ in range(600):
+        x_star = rng.uniform(-9.5, -6.5)
+        per_seed = 1 + 0.012 * (x - x_star) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, len(x)))
+        width = intervals.Width(x, per_seed, per_seed.mean(0), 3, "seeds")
+        best = intervals.vertices(x, width.curve)
+        edge = {-1: "low", 1: "high"}.get(int(best.edge[0]))
+        if edge is None:
+            continue
+        replicates = intervals.replicate_optima([width], 0.01, rng, rng)[:, 0]
+        lo, hi = (float(v) for v in intervals.interval(replicates, best.x[0], "seeds"))
+        for rule, (a, b) in (("now", intervals.width_interval(lo, hi, edge, width)),
+                             ("replicates' end", intervals.open_bounds(lo, hi, [1.0], [edge]))):
+            held[rule].append(a <= x_star <= b)
+    assert len(held["now"]) > 200 and np.mean(held["now"]) >= 0.9 > np.mean(held["replicates' end"]) + 0.05, \
+        {k: (len(v), np.mean(v)) for k, v in held.items()}
+
+
 def test_intervals_shrink_when_seeds_are_added() -> None:
     def widths(seeds: int) -> tuple[float, float]:
         e = analysis.estimate(surface_trials({"flat": 0.0}, seeds, noise=0.01, rng_seed=1))
@@ -165,19 +189,20 @@ def test_a_bound_keeps_only_a_drift_it_cannot_undo() -> None:
 
 def test_bounds_on_both_sides_leave_the_slope_open_on_one() -> None:
     """Two widths whose optima sit on opposite edges of one two-LR grid (the narrow one high, the wide one low), 3
-    seeds: the slope is at most its point value and unbounded below, the spread at least one grid step and unbounded
-    above, and the drift stands (no bound could undo it)."""
+    seeds: each width's interval is open beyond its bound and closed halfway to the other LR (every replicate sits on
+    the bound), the slope is at most its point value and unbounded below, the spread unbounded above, and the drift
+    stands (no bound could undo it)."""
     trials = pl.DataFrame([dict(trial_id=f"{w}-{e}-{s}", parametrization="mup", optimizer="adamw", width=w,
                                 lr=2.0 ** e, seed=s, status="ok", diverged=False,
                                 smoothed_loss=(1.0 if (w == 256) == (e == -8) else 1.1) + 0.001 * s)
                            for w in (256, 1024) for e in (-9, -8) for s in range(3)])
     est = analysis.estimate(trials)
     narrow, wide = (row(est.optima, width=w) for w in (256, 1024))
-    assert (narrow["edge"], narrow["best_lr_lo"], narrow["best_lr_hi"]) == ("high", 2.0 ** -8, math.inf)
-    assert (wide["edge"], wide["best_lr_lo"], wide["best_lr_hi"]) == ("low", 0.0, 2.0 ** -9)
+    assert (narrow["edge"], narrow["best_lr_lo"], narrow["best_lr_hi"]) == ("high", 2.0 ** -8.5, math.inf)
+    assert (wide["edge"], wide["best_lr_lo"], wide["best_lr_hi"]) == ("low", 0.0, 2.0 ** -8.5)
     t = est.transfer.row(0, named=True)
     assert (t["slope"], t["slope_lo"], t["slope_hi"]) == (-0.5, -math.inf, -0.5)
-    assert (t["spread_lo"], t["spread_hi"]) == (1.0, math.inf) and t["verdict"] == "drifts"
+    assert (t["spread_lo"], t["spread_hi"]) == (0.0, math.inf) and t["verdict"] == "drifts"
 
 
 def test_classify() -> None:

@@ -27,15 +27,17 @@ and how often it is called `moving` (the interval excludes 0) or `settled` (insi
 
     python3 studies/interval-coverage/coverage.py --horizons [--sims 400] [--out studies/interval-coverage/horizons.md]
 
-With --one-seed: single-seed sweeps, whose intervals come from the fit bootstrap (σ assumed: the 0.01-nat floor).
-The same two widths and bowl, one seed, on two grids: three LRs one octave apart (2^-9 … 2^-7) around a true
-optimum uniform in [−9.5, −6.5], so it often lies beyond an end of the grid (the 4× part of the 8-layer study: each
-width's previous optimum and its two neighbours), and the four LRs above with the optimum inside. Prints how often
-each width's interval holds x*_w, apart for widths whose best grid LR is an edge (a bound) and the rest, how often
-the slope's holds the true slope, and how often a width's interval is open; each by the report's rule and by the
-bias-corrected percentile rule it replaced (Efron's BC on the same replicates, open only on a bound's side).
+With --edges: optima the noise or the grid puts on an end of the LRs. Single-seed sweeps, whose intervals come from
+the fit bootstrap (σ assumed: the 0.01-nat floor), and 3-seed sweeps on a short grid. The same two widths and bowl
+on two grids: three LRs one octave apart (2^-9 … 2^-7) around a true optimum uniform in [−9.5, −6.5], so it often
+lies beyond an end of the grid (the 4× part of the 8-layer study: each width's previous optimum and its two
+neighbours), and the four LRs above with the optimum inside. Prints how often each width's interval holds x*_w,
+apart for widths whose best grid LR is an edge (a bound) and the rest, how often the slope's holds the true slope,
+and how often a width's interval is open; each by the report's rule and by the rule before it (fit: Efron's
+bias-corrected percentiles of the same replicates; both methods: a bound's interval closed where the replicates end,
+open only on the bound's side).
 
-    python3 studies/interval-coverage/coverage.py --one-seed [--sims 400] [--out studies/interval-coverage/one-seed.md]
+    python3 studies/interval-coverage/coverage.py --edges [--sims 400] [--out studies/interval-coverage/edges.md]
 
 With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
 parametrizations at one width, the same four learning rates and n seeds; seed s's loss for parametrization p is
@@ -147,12 +149,14 @@ def run(setting: Setting, sims: int) -> dict:
 
 
 AROUND = (-9.0, -8.0, -7.0)  # three LRs around a previous optimum (the 8-layer study's 4× part)
-ONE_SEED_SETTINGS = [
+EDGE_SETTINGS = [
     Setting("3 LRs, optimum anywhere in [−9.5, −6.5]", 0.012, 0.0, 0.010, 1, AROUND, (-9.5, -6.5)),
     Setting("3 LRs, flat bowl", 0.006, 0.0, 0.010, 1, AROUND, (-9.5, -6.5)),
     Setting("3 LRs, quieter than assumed", 0.012, 0.0, 0.004, 1, AROUND, (-9.5, -6.5)),
     Setting("4 LRs, optimum inside", 0.012, 0.0, 0.010, 1),
     Setting("4 LRs, flat bowl", 0.006, 0.0, 0.010, 1),
+    Setting("3 LRs, 3 seeds", 0.012, 0.0, 0.004, 3, AROUND, (-9.5, -6.5)),
+    Setting("3 LRs, 3 seeds, noisy", 0.012, 0.0, 0.012, 3, AROUND, (-9.5, -6.5)),
 ]
 
 
@@ -167,13 +171,13 @@ def bias_corrected(replicates: NDArray, point: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def run_one_seed(setting: Setting, sims: int) -> dict:
-    """Coverage of single-seed intervals, by the report's rule and by the bias-corrected one, over `sims` sweeps at
-    a true slope of 0 and `sims` at +0.35."""
+def run_edges(setting: Setting, sims: int) -> dict:
+    """Coverage of the intervals, by the report's rule and by the one before it, over `sims` sweeps at a true slope
+    of 0 and `sims` at +0.35."""
     rng = np.random.default_rng(0)
     weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
     held: dict[str, dict[str, list[bool]]] = {rule: {"edge": [], "inside": [], "slope": [], "open": []}
-                                              for rule in ("report", "bias-corrected")}
+                                              for rule in ("report", "before")}
     for true_slope in (0.0, 0.35):
         for _ in range(sims):
             trials, truth = simulate(setting, true_slope, rng)
@@ -184,16 +188,17 @@ def run_one_seed(setting: Setting, sims: int) -> dict:
             (row,) = est.transfer.to_dicts()
             points, edges = optima["log2_best_lr"].to_numpy(), optima["edge"].to_list()
             reps = est.replicates[("p", "adamw")][1]
-            old = [intervals.open_bounds(*bias_corrected(reps[:, k], points[k]), [1.0], [edges[k]])
-                   for k in range(len(WIDTHS))]
-            old_slope = intervals.open_bounds(*bias_corrected(reps @ weights, float(weights @ points)), weights, edges)
+            fit = setting.seeds < intervals.MIN_SEEDS
+            before = bias_corrected if fit else (lambda r, p: tuple(intervals.interval(r, p, "seeds")))
+            old = [intervals.open_bounds(*before(reps[:, k], points[k]), [1.0], [edges[k]]) for k in range(len(WIDTHS))]
+            old_slope = intervals.open_bounds(*before(reps @ weights, float(weights @ points)), weights, edges)
             for rule, bounds, slope_bounds in (("report", list(zip(lo, hi)), (row["slope_lo"], row["slope_hi"])),
-                                               ("bias-corrected", old, old_slope)):
+                                               ("before", old, old_slope)):
                 for (a, b), x, edge in zip(bounds, truth, edges):
                     held[rule]["edge" if edge else "inside"].append(a <= x <= b)
                     held[rule]["open"].append(bool(np.isinf(a) or np.isinf(b)))
                 held[rule]["slope"].append(slope_bounds[0] <= true_slope <= slope_bounds[1])
-    out: dict = {"setting": setting.name, "LRs": len(setting.log2_lrs), "a": setting.curvature,
+    out: dict = {"setting": setting.name, "seeds": setting.seeds, "LRs": len(setting.log2_lrs), "a": setting.curvature,
                  "σ": setting.scatter, "edge optima %": 100 * len(held["report"]["edge"]) / (2 * sims * len(WIDTHS))}
     for rule, h in held.items():
         out |= {f"{rule}: {k} covered %": 100 * np.mean(h[k]) for k in ("edge", "inside", "slope")}
@@ -331,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
     mode.add_argument("--head-to-head", action="store_true", help="the head-to-head differences' intervals instead")
-    mode.add_argument("--one-seed", action="store_true", help="single-seed sweeps' intervals (the fit bootstrap)")
+    mode.add_argument("--edges", action="store_true", help="intervals of optima on an end of the grid, one seed and 3")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -341,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     settings, run_one, flag, truth = ((HORIZON_SETTINGS, run_horizons, " --horizons", "shift") if args.horizons else
                                       (PAIR_SETTINGS, run_pair, " --head-to-head", "difference") if args.head_to_head
-                                      else (ONE_SEED_SETTINGS, run_one_seed, " --one-seed", "slope") if args.one_seed
+                                      else (EDGE_SETTINGS, run_edges, " --edges", "slope") if args.edges
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
         rows.append(run_one(setting, args.sims))
