@@ -110,6 +110,18 @@ def simulate(setting: Setting, slope: float, rng: np.random.Generator) -> tuple[
     return pl.DataFrame(rows), truth
 
 
+def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator
+                       ) -> tuple[analysis.Estimate, pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """One simulated sweep through the report's estimate: the estimate, its optima by width, the true log2 optima
+    and the intervals' ends in log2 (∓inf where open)."""
+    trials, truth = simulate(setting, slope, rng)
+    est = analysis.estimate(trials, "val_loss")
+    optima = est.optima.sort("width")
+    with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0
+        lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
+    return est, optima, truth, lo, hi
+
+
 def run(setting: Setting, sims: int) -> dict:
     """Coverage and verdict rates of `sims` sweeps at a true slope of 0 and `sims` at +0.35."""
     rng = np.random.default_rng(0)
@@ -117,11 +129,7 @@ def run(setting: Setting, sims: int) -> dict:
     pct_held, pct_slope_held = [], []
     for true_slope in verdicts:
         for _ in range(sims):
-            trials, truth = simulate(setting, true_slope, rng)
-            est = analysis.estimate(trials, "val_loss")
-            optima = est.optima.sort("width")
-            with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0
-                lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
+            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng)
             held += list((lo <= truth) & (truth <= hi))
             (row,) = est.transfer.to_dicts()
             slope_held.append(row["slope_lo"] <= true_slope <= row["slope_hi"])
@@ -180,11 +188,7 @@ def run_edges(setting: Setting, sims: int) -> dict:
                                               for rule in ("report", "before")}
     for true_slope in (0.0, 0.35):
         for _ in range(sims):
-            trials, truth = simulate(setting, true_slope, rng)
-            est = analysis.estimate(trials, "val_loss")
-            optima = est.optima.sort("width")
-            with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0
-                lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
+            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng)
             (row,) = est.transfer.to_dicts()
             points, edges = optima["log2_best_lr"].to_numpy(), optima["edge"].to_list()
             reps = est.replicates[("p", "adamw")][1]
