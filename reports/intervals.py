@@ -18,8 +18,8 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   n seeds) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the point
   estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays there),
   so a percentile that lands on an end of the grid is open beyond it (`width_interval`): the data allow an
-  optimum past that end. Efron's bias-corrected percentiles, used before, read the replicates that equal the point
-  estimate (a third or more at an edge) as bias: on simulated single-seed sweeps they held an optimum the noise had
+  optimum past that end. Efron's bias-corrected percentiles would read the replicates that equal the point estimate
+  (a third or more at an edge) as bias: on simulated single-seed sweeps they held an optimum the noise had
   put on the grid's edge 20–28% of the time on four LRs; this interval holds the optimum 86–100% of the time and
   the slope 98–100%, open in most sweeps (studies/interval-coverage, --edges).
   σ (`fit_noise`) is the seed-to-seed standard deviation measured elsewhere in the sweep (pooled over the cells

@@ -33,7 +33,7 @@ on two grids: three LRs one octave apart (2^-9 … 2^-7) around a true optimum u
 lies beyond an end of the grid (the 4× part of the 8-layer study: each width's previous optimum and its two
 neighbours), and the four LRs above with the optimum inside. Prints how often each width's interval holds x*_w,
 apart for widths whose best grid LR is an edge (a bound) and the rest, how often the slope's holds the true slope,
-and how often a width's interval is open; each by the report's rule and by the rule before it (fit: Efron's
+and how often a width's interval is open; each by the report's rule and by the alternative (fit: Efron's
 bias-corrected percentiles of the same replicates; both methods: a bound's interval closed where the replicates end,
 open only on the bound's side).
 
@@ -169,7 +169,7 @@ EDGE_SETTINGS = [
 
 
 def bias_corrected(replicates: NDArray, point: float) -> tuple[float, float]:
-    """The rule the report's fit intervals replaced: Efron's bias-corrected 90% percentile interval (ties with the
+    """The alternative to the report's fit intervals: Efron's bias-corrected 90% percentile interval (ties with the
     point count half)."""
     v = replicates[~np.isnan(replicates)]
     below = (np.sum(v < point) + 0.5 * np.sum(v == point)) / len(v)
@@ -180,12 +180,12 @@ def bias_corrected(replicates: NDArray, point: float) -> tuple[float, float]:
 
 
 def run_edges(setting: Setting, sims: int) -> dict:
-    """Coverage of the intervals, by the report's rule and by the one before it, over `sims` sweeps at a true slope
-    of 0 and `sims` at +0.35."""
+    """Coverage of the intervals, by the report's rule and by the alternative, over `sims` sweeps at a true slope of
+    0 and `sims` at +0.35."""
     rng = np.random.default_rng(0)
     weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
     held: dict[str, dict[str, list[bool]]] = {rule: {"edge": [], "inside": [], "slope": [], "open": []}
-                                              for rule in ("report", "before")}
+                                              for rule in ("report", "alternative")}
     for true_slope in (0.0, 0.35):
         for _ in range(sims):
             est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng)
@@ -193,11 +193,11 @@ def run_edges(setting: Setting, sims: int) -> dict:
             points, edges = optima["log2_best_lr"].to_numpy(), optima["edge"].to_list()
             reps = est.replicates[("p", "adamw")][1]
             fit = setting.seeds < intervals.MIN_SEEDS
-            before = bias_corrected if fit else (lambda r, p: tuple(intervals.interval(r, p, "seeds")))
-            old = [intervals.open_bounds(*before(reps[:, k], points[k]), [1.0], [edges[k]]) for k in range(len(WIDTHS))]
-            old_slope = intervals.open_bounds(*before(reps @ weights, float(weights @ points)), weights, edges)
+            alternative = bias_corrected if fit else (lambda r, p: tuple(intervals.interval(r, p, "seeds")))
+            old = [intervals.open_bounds(*alternative(reps[:, k], points[k]), [1.0], [edges[k]]) for k in range(len(WIDTHS))]
+            old_slope = intervals.open_bounds(*alternative(reps @ weights, float(weights @ points)), weights, edges)
             for rule, bounds, slope_bounds in (("report", list(zip(lo, hi)), (row["slope_lo"], row["slope_hi"])),
-                                               ("before", old, old_slope)):
+                                               ("alternative", old, old_slope)):
                 for (a, b), x, edge in zip(bounds, truth, edges):
                     held[rule]["edge" if edge else "inside"].append(a <= x <= b)
                     held[rule]["open"].append(bool(np.isinf(a) or np.isinf(b)))
