@@ -6,6 +6,7 @@
 #   lrs E…                                the YAML list of 2^E for each E
 #   seeds_around "WIDTHS" "PARAMS" E0     seeds 1 and 2 at each one's seed-0 optimum e (E0 without one), e/2 and 2e
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
+#   known_parts "NAME…" PART…             every PART one of the names, before any part runs (else one line, exit 2)
 # seeds_around and edges run every (width, parametrization) of theirs in one sweep (its `only` cells): one driver
 # run, its graphs compiled side by side and its trials packed together, instead of one run a group.
 # PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
@@ -28,3 +29,9 @@ plan() {  # OUT MODE ARGS…: SETS=(--set …), the lines studies/optima.py OUT 
 }
 seeds_around() { plan "$DIR" around "$1" "$2" "$3"; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }
 edges() { plan "$DIR" edges; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }
+known_parts() {
+  local known=$1 part; shift
+  for part in "$@"; do
+    case " $known " in *" $part "*) ;; *) echo "unknown part $part ($known)" >&2; exit 2 ;; esac
+  done
+}

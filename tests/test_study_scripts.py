@@ -140,12 +140,16 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("script", RUN_SCRIPTS, ids=lambda p: p.parent.name)
-def test_run_scripts_parse_and_refuse_an_unknown_part(script: Path, tmp_path: Path) -> None:
+def test_run_scripts_parse_and_refuse_an_unknown_part_before_any_work(script: Path, tmp_path: Path) -> None:
+    """An unknown part after a known one is refused in one line before the known one starts: nothing is printed
+    to stdout and no sweep directory is made."""
     subprocess.run(["bash", "-n", str(script)], check=True)
-    result = subprocess.run(["bash", str(script), str(tmp_path / "sweep"), str(tmp_path / "corpus"), "nope"],
+    known = "base" if script.parent.name == "gdn-adamw-8l" else "seeds"
+    result = subprocess.run(["bash", str(script), str(tmp_path / "sweep"), str(tmp_path / "corpus"), known, "nope"],
                             capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 2
-    assert result.stderr.strip().startswith("unknown part nope")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().startswith("unknown part nope") and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: Path) -> None:

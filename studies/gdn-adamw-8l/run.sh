@@ -26,6 +26,8 @@
 #              optimum at that width and its two neighbours, seed 0, into the sweep directory DIR-4x (the trial ids
 #              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
 #              4x optimum is one of the outer two LRs, one more LR beyond it
+#       long-seeds  seeds 1 and 2 at the long part's twelve cells (each one's 19.7M-token optimum and its two
+#              neighbours at 256 and 1024), into DIR-4x: one seed at 4x the steps leaves every optimum's interval open
 #       recheck SP and GDN-µP at width 1024, each at its optimum there, seeds 0–2, re-run by the code at hand into
 #              DIR-recheck (the same trial ids): `python3 studies/recheck.py DIR DIR-recheck` says how far the code
 #              changes since the trials ran, and the run itself, moved them
@@ -34,12 +36,23 @@ trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records wha
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-adamw-8l/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
+long_groups() {  # X, LONG and groups: the long parts' sweep directory, settings and cells (each one's optimum ±1)
+  X="${DIR%/}-4x"; LONG=(--set steps=4800 --set warmup_steps=480); groups=()
+  for W in 256 1024; do
+    for P in sp gdn-mup; do
+      e=$(optima optimum "$W" "$P" -9)
+      echo "4x steps: $P at width $W around 2^$e"
+      groups+=("$W $P $((e - 1)) $e $((e + 1))")
+    done
+  done
+}
 two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
   for SEEDS in '[0]' '[1, 2]'; do
     sweep --set "widths=[$1]" --set 'parametrizations=[gdn-mup]' --set "lrs=$3" --set "seeds=$SEEDS"
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
+known_parts "base wide edge w2048 mech others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -96,24 +109,20 @@ for PART in "$@"; do
       plan "$X" edges
       [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" --set model.depth=4 "${SETS[@]}" ;;
     long)  # one sweep over the four groups' cells, then one over the LRs beyond the 4x optima on an edge
-      X="${DIR%/}-4x"; LONG=(--set steps=4800 --set warmup_steps=480); groups=()
-      for W in 256 1024; do
-        for P in sp gdn-mup; do
-          e=$(optima optimum "$W" "$P" -9)
-          echo "4x steps: $P at width $W around 2^$e"
-          groups+=("$W $P $((e - 1)) $e $((e + 1))")
-        done
-      done
+      long_groups
       plan "$X" cells 0 "${groups[@]}"
       sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
       plan "$X" edges0
       [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
+    long-seeds)  # seeds 1 and 2 at the long part's cells, in one sweep
+      long_groups
+      plan "$X" cells 1,2 "${groups[@]}"
+      sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
     recheck)
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -8)
       for PE in "sp $b" "gdn-mup $g"; do
         read -r P E <<< "$PE"
         sweep_to "${DIR%/}-recheck" --set 'widths=[1024]' --set "parametrizations=[$P]" --set "lrs=$(lrs "$E")"
       done ;;
-    *) echo "unknown part $PART (base, wide, edge, w2048, mech, others, mid, depth4, long, recheck)" >&2; exit 2 ;;
   esac
 done

@@ -60,6 +60,7 @@ variants() {  # SEEDS: one sweep over the variants on stdin ("output_mult init_m
   SETS=(--set 'widths=[256]' --set "seeds=[$1]" --set "only=[$cells]")
   [ -z "$lrs_run" ] || SETS+=(--set "lrs=$(lrs $(printf '%s\n' $lrs_run | sort -un))")
 }
+known_parts "base seeds edge transfer transfer-edge default" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'seeds=[0]' ;;
@@ -87,6 +88,5 @@ for PART in "$@"; do
         sweep_to "${DIR%/}-default" --set 'widths=[1024]' --set "hparams={output_mult: [$O1], init_mult: [$I1]}" \
                  --set "lrs=$(lrs -9 -8)"
       done ;;
-    *) echo "unknown part $PART (base, seeds, edge, transfer, transfer-edge, default)" >&2; exit 2 ;;
   esac
 done

@@ -20,6 +20,7 @@ trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records wha
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-sgd-noclip/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
+known_parts "coarse seeds edge clip20 gates hidden mech nosqrtd" "$@"
 for PART in "$@"; do
   case $PART in
     coarse) sweep --set 'seeds=[0]' ;;
@@ -33,6 +34,5 @@ for PART in "$@"; do
                 --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
     nosqrtd) sweep --set 'parametrizations=[gdn-mup-nosqrtd]' --set 'widths=[512, 768]' \
                    --set "lrs=$(lrs -8 -7 -6 -5 -4)" --set 'seeds=[0, 1, 2]' ;;
-    *) echo "unknown part $PART (coarse, seeds, edge, clip20, gates, hidden, mech, nosqrtd)" >&2; exit 2 ;;
   esac
 done

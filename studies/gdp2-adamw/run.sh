@@ -11,11 +11,11 @@ trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records wha
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdp2-adamw/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
+known_parts "w1536 seeds neg" "$@"
 for PART in "$@"; do
   case $PART in
     w1536) sweep --set 'widths=[1536]' ;;
     seeds) seeds_around "256 512 1024 1536" "sp gdn-mup" -9 ;;
     neg) sweep_to "${DIR%/}-neg" --set 'model.allow_neg_eigval=true' --set 'widths=[256, 1024]' ;;
-    *) echo "unknown part $PART (w1536, seeds, neg)" >&2; exit 2 ;;
   esac
 done
