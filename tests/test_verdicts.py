@@ -100,10 +100,10 @@ def test_a_single_seed_interval_holds_a_known_optimum_also_where_the_noise_put_i
 def test_a_three_seed_bound_holds_an_optimum_halfway_to_its_neighbour() -> None:
     """600 simulated 3-seed widths on three LRs (2^-9 … 2^-7) around a true optimum anywhere from half an octave
     below them to half an octave above: where the best grid LR is an end of the grid, the interval (open beyond it)
-    holds the optimum at least 90% of the time; closed where the replicates end, as it was before, about 75%."""
+    holds the optimum at least 90% of the time; closed where the replicates end instead, about 75%."""
     rng = np.random.default_rng(2)
     x = np.array([-9.0, -8.0, -7.0])
-    held: dict[str, list[bool]] = {"now": [], "replicates' end": []}
+    held: dict[str, list[bool]] = {"halfway": [], "replicates' end": []}
     for _ in range(600):
         x_star = rng.uniform(-9.5, -6.5)
         per_seed = 1 + 0.012 * (x - x_star) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, len(x)))
@@ -114,10 +114,10 @@ def test_a_three_seed_bound_holds_an_optimum_halfway_to_its_neighbour() -> None:
             continue
         replicates = intervals.replicate_optima([width], 0.01, rng, rng)[:, 0]
         lo, hi = (float(v) for v in intervals.interval(replicates, best.x[0], "seeds"))
-        for rule, (a, b) in (("now", intervals.width_interval(lo, hi, edge, width)),
+        for rule, (a, b) in (("halfway", intervals.width_interval(lo, hi, edge, width)),
                              ("replicates' end", intervals.open_bounds(lo, hi, [1.0], [edge]))):
             held[rule].append(a <= x_star <= b)
-    assert len(held["now"]) > 200 and np.mean(held["now"]) >= 0.9 > np.mean(held["replicates' end"]) + 0.05, \
+    assert len(held["halfway"]) > 200 and np.mean(held["halfway"]) >= 0.9 > np.mean(held["replicates' end"]) + 0.05, \
         {k: (len(v), np.mean(v)) for k, v in held.items()}
 
 

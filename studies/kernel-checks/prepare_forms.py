@@ -15,7 +15,7 @@ G, T = (I + A)^{-1}, w = T (β e^G ⊙ K), u = T (β ⊙ V) and Aqk = scale · c
 With --norm, q and k come in as they are and the training forward's q/k norm is part of the pass: the package's
 forms run the norm pass of their own first (`l2norm_fwd` on q and k, the normalised copies the backward reads),
 `fused-blockwise` normalises inside (K Kᵀ and Q Kᵀ scaled by r_i r_j, w's rows by r_k) and writes the normalised
-copies itself from the rows it loaded: no pass, and q and k read once. A row `kernels, norm inside, no copies`
+copies itself, from the chunk's rows loaded once more (from L2): no pass of its own. A row `kernels, norm inside, no copies`
 times the package's own NORM path (the forward alone's: q and k normalised inside, no copies written), the bound
 on what folding the norm into the pass can save.
 The time is CUDA kernel time from the profiler (the sum of the form's kernels, mean of 50 calls), at each candidate
