@@ -27,7 +27,8 @@
 #              do not hold the steps): validation loss at 25/50/100% = 19.7M, 39.3M, 78.6M tokens; where the
 #              4x optimum is one of the outer two LRs, one more LR beyond it
 #       long-seeds  seeds 1 and 2 at the long part's twelve cells (each one's 19.7M-token optimum and its two
-#              neighbours at 256 and 1024), into DIR-4x: one seed at 4x the steps leaves every optimum's interval open
+#              neighbours at 256 and 1024), into DIR-4x: one seed at 4x the steps leaves every optimum's interval
+#              open; first the four cells at each one's seed-0 4x optimum (SP against GDN-µP at own best, 3 seeds)
 #       recheck SP and GDN-µP at width 1024, each at its optimum there, seeds 0–2, re-run by the code at hand into
 #              DIR-recheck (the same trial ids): `python3 studies/recheck.py DIR DIR-recheck` says how far the code
 #              changes since the trials ran, and the run itself, moved them
@@ -114,10 +115,16 @@ for PART in "$@"; do
       sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
       plan "$X" edges0
       [ ${#SETS[@]} -eq 0 ] || sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
-    long-seeds)  # seeds 1 and 2 at the long part's cells, in one sweep
-      long_groups
-      plan "$X" cells 1,2 "${groups[@]}"
-      sweep_to "$X" "${LONG[@]}" "${SETS[@]}" ;;
+    long-seeds)  # seeds 1 and 2 at each group's 4x optimum first (the head-to-head), then at the rest of its cells
+      long_groups; best=()
+      for W in 256 1024; do
+        for P in sp gdn-mup; do best+=("$W $P $(python3 studies/optima.py "$X" seed0 "$W" "$P" -9)"); done
+      done
+      for CELLS in best groups; do
+        declare -n G=$CELLS
+        plan "$X" cells 1,2 "${G[@]}"
+        sweep_to "$X" "${LONG[@]}" "${SETS[@]}"
+      done ;;
     recheck)
       b=$(optima optimum 1024 sp -10); g=$(optima optimum 1024 gdn-mup -8)
       for PE in "sp $b" "gdn-mup $g"; do
