@@ -51,6 +51,7 @@ MIN_SEEDS = 3          # seeds a width needs for the seed bootstrap (fewer: the 
 NOISE_FLOOR = 0.01     # nats: the smallest seed noise a single-seed fit is assumed to have
 NORMAL = NormalDist()
 WINDOW = 5             # grid points around the optimum for the residual estimate of σ
+ADJUST_ITERATIONS = 500  # backfitting rounds of the seed-adjusted mean at most (small designs converge in tens)
 
 
 def parabola_vertex(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -191,15 +192,55 @@ def small_sample_factor(n: int) -> float:
     return student_t(n - 1) / NORMAL.inv_cdf(1 - (1 - LEVEL) / 2) * np.sqrt(n / (n - 1))
 
 
-def seed_means(per_seed: np.ndarray, counts: np.ndarray, curve: np.ndarray) -> np.ndarray:
-    """Replicate curves (B, L) from seed draw counts (B, S): the mean over drawn seeds, +inf where a drawn seed
-    diverged, the full-sample curve where no drawn seed ran that LR."""
+def seed_adjusted(per_seed: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Seed-adjusted mean curves (B, L) of per-seed losses (S, L) (NaN: not run, +inf: diverged) under seed weights
+    (B, S) (bootstrap draw counts; ones for the sample): the weighted least-squares fit of loss = μ_lr + δ_seed to
+    the finite cells, with Σ weight · δ = 0. A seed's luck is shared by all its LRs (data order and init), so where
+    seeds ran different LRs a plain mean compares one seed's luck with another's; the fit removes each seed's offset,
+    measured on the LRs it shares with the others (seeds that share no LR with the rest are not identified: one of the
+    least-squares solutions). With every seed at every LR this is the plain mean. +inf where a weighted seed
+    diverged; NaN where no weighted seed ran the LR."""
+    weights = np.atleast_2d(np.asarray(weights, float))
     ran = ~np.isnan(per_seed)
-    value = np.where(np.isfinite(per_seed), per_seed, 0.0)
-    drawn = counts @ ran
+    finite = np.isfinite(per_seed)
+    fit = weights[:, :, None] * finite                            # (B, S, L)
+    y = np.where(finite, per_seed, 0.0)
+    per_lr, per_seed_w = fit.sum(1), fit.sum(2)                   # (B, L), (B, S)
+    delta = np.zeros(per_seed_w.shape)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (counts @ value) / drawn
-    mean = np.where((counts @ np.isinf(per_seed)) > 0, np.inf, mean)
+        for _ in range(ADJUST_ITERATIONS):  # backfitting: converges for any design, geometrically
+            mu = (fit * (y - delta[:, :, None])).sum(1) / per_lr
+            step = np.where(per_seed_w > 0, (fit * (y - np.nan_to_num(mu)[:, None, :])).sum(2) / per_seed_w, 0.0)
+            step -= (weights * step).sum(1, keepdims=True) / weights.sum(1, keepdims=True)
+            done = np.abs(step - delta).max() < 1e-12
+            delta = step
+            if done:
+                break
+        mu = (fit * (y - delta[:, :, None])).sum(1) / per_lr
+    mu = np.where(per_lr > 0, mu, np.nan)
+    return np.where((weights @ (ran & ~finite)) > 0, np.inf, mu)
+
+
+def unbalanced(per_seed: np.ndarray) -> bool:
+    """Whether some seed that ran at this width left out an LR another seed ran: only then does the seed-adjusted
+    mean differ from the plain one."""
+    ran = ~np.isnan(per_seed)
+    return bool(ran[ran.any(1)][:, ran.any(0)].size and not ran[ran.any(1)][:, ran.any(0)].all())
+
+
+def seed_means(per_seed: np.ndarray, counts: np.ndarray, curve: np.ndarray) -> np.ndarray:
+    """Replicate curves (B, L) from seed draw counts (B, S): the mean over drawn seeds (seed-adjusted where the
+    seeds ran different LRs: `seed_adjusted`), +inf where a drawn seed diverged, the full-sample curve where no drawn
+    seed ran that LR."""
+    ran = ~np.isnan(per_seed)
+    drawn = counts @ ran
+    if unbalanced(per_seed):
+        mean = seed_adjusted(per_seed, counts)
+    else:
+        value = np.where(np.isfinite(per_seed), per_seed, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = (counts @ value) / drawn
+        mean = np.where((counts @ np.isinf(per_seed)) > 0, np.inf, mean)
     return np.where(drawn > 0, mean, curve)
 
 

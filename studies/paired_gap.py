@@ -1,7 +1,8 @@
 """Two parametrizations of one sweep, paired by seed at every learning rate both ran at one width, at every horizon.
 
 The report's head-to-head compares each at its own best LR and at the base width's; this lists a − b (validation
-loss, nats) seed by seed at each common LR and at 25%, 50% and 100% of the steps, so a gap that holds at every LR,
+loss, nats) seed by seed at each common LR and at 25%, 50% and 100% of the steps, with their mean and its 90% interval
+(Student's t over the paired differences, as the report's head-to-head), so a gap that holds at every LR,
 or grows with the steps, shows as such. Finished trials only (a diverged seed leaves its pair out).
 
     python3 studies/paired_gap.py DIR A B WIDTH     e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
@@ -9,11 +10,13 @@ or grows with the steps, shows as such. Finished trials only (a diverged seed le
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 
 import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
+from deltamup.reports.intervals import student_t
 
 
 def gaps(trials: pl.DataFrame, a: str, b: str, width: int) -> pl.DataFrame:
@@ -27,8 +30,12 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int) -> pl.DataFrame:
         pairs = pa.join(pb, on=["lr", "seed"]).sort("lr", "seed")
         for (lr,), group in pairs.group_by("lr", maintain_order=True):
             diff = (group["a"] - group["b"]).to_list()
+            n, mean = len(diff), sum(diff) / len(diff)
+            half = (student_t(n - 1) * statistics.stdev(diff) / math.sqrt(n)) if n >= 2 else None
             rows.append({"log2_lr": round(math.log2(lr)), "horizon_pct": pct, "seeds": group["seed"].to_list(),
-                         "a_minus_b": [round(d, 3) for d in diff], "mean": round(sum(diff) / len(diff), 3)})
+                         "a_minus_b": [round(d, 3) for d in diff], "mean": round(mean, 4),
+                         "lo": None if half is None else round(mean - half, 4),
+                         "hi": None if half is None else round(mean + half, 4)})
     return pl.DataFrame(rows).sort("log2_lr", "horizon_pct") if rows else pl.DataFrame()
 
 
@@ -44,11 +51,12 @@ def main(argv: list[str]) -> None:
     if table.is_empty():
         raise SystemExit(f"paired_gap.py: {a} and {b} share no finished (lr, seed) at width {width} in {directory}")
     print(f"{a} − {b}, val_loss (nats), width {width}, paired by seed ({directory})")
-    print("| log2 LR | % of steps | seeds | a − b by seed | mean |")
+    print("| log2 LR | % of steps | seeds | a − b by seed | mean [90%] |")
     print("| --- | --- | --- | --- | --- |")
     for r in table.iter_rows(named=True):
+        spread = f" [{r['lo']:+.4f}, {r['hi']:+.4f}]" if r["lo"] is not None else ""
         print(f"| {r['log2_lr']} | {r['horizon_pct']} | {', '.join(map(str, r['seeds']))} | "
-              f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.3f} |")
+              f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.4f}{spread} |")
 
 
 if __name__ == "__main__":

@@ -211,6 +211,11 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     assert table["horizon_pct"].to_list() == [50, 100, 50, 100]
     assert table["seeds"].to_list() == [[0, 1], [0, 1], [0], [0]]
     assert table["a_minus_b"].to_list() == [[0.5, 0.5], [0.5, 0.5], [0.5], [0.5]]
+    assert table["lo"].to_list() == table["hi"].to_list() == [0.5, 0.5, None, None]  # no spread; one seed: none
+    unequal = module.gaps(pl.DataFrame(rows).with_columns(
+        pl.when(pl.col("parametrization") == "a").then(pl.col("val_loss") + pl.col("seed") * 0.2)
+        .otherwise(pl.col("val_loss")).alias("val_loss")), "a", "b", 256).filter(pl.col("horizon_pct") == 100)
+    assert unequal["mean"][0] == 0.6 and unequal["lo"][0] < 0.6 - 0.5 and unequal["hi"][0] > 0.6 + 0.5  # t(1): 6.3
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr

@@ -384,6 +384,52 @@ def test_a_flat_single_seed_curve_leaves_its_optimum_open() -> None:
     assert (t["slope_lo"], t["slope_hi"]) == (-math.inf, math.inf) and t["verdict"] == "undetermined"
 
 
+def test_a_lucky_seed_alone_at_an_lr_does_not_move_the_optimum() -> None:
+    """Three seeds at the optimum's grid LR and seed 0 alone at the others, seed 0 0.03 nats luckier than the
+    seeds' mean at every LR (as the 8-layer study's 4x part ran): the plain seed mean puts the best grid LR one
+    octave low, where seed 0 alone ran; the seed-adjusted mean takes seed 0's offset out and finds the optimum
+    where the surface has it, and the paired head-to-head is at that LR with its three seeds."""
+    luck = {0: -0.03, 1: 0.015, 2: 0.015}
+    trials = (surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.0, seed_offset=0.0)
+              .filter((pl.col("seed") == 0) | (pl.col("lr") == 2.0 ** -7))
+              .with_columns(pl.col("val_loss") + pl.col("seed").replace_strict(luck, return_dtype=pl.Float64)))
+    plain = trials.group_by("width", "lr").agg(pl.col("val_loss").mean()).sort("val_loss").group_by("width").first()
+    assert set(plain["lr"]) == {2.0 ** -8}  # what the plain mean would pick
+    est = analysis.estimate(trials, "val_loss")
+    for w in WIDTHS:
+        r = row(est.optima, width=w)
+        assert r["best_lr_grid"] == 2.0 ** -7 and r["n_seeds"] == 3
+        assert r["log2_best_lr"] == pytest.approx(X0, abs=1e-9)
+
+
+def test_the_seed_adjusted_mean_is_the_least_squares_fit_of_lr_and_seed_effects() -> None:
+    """On a random design with holes and draw weights it matches the constrained least-squares solution; with every
+    seed at every LR it is the plain weighted mean; a drawn seed's divergence makes its LR +inf."""
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=(4, 6))
+    y[rng.random(y.shape) < 0.4] = np.nan
+    w = np.array([2.0, 1.0, 0.0, 3.0])
+    cells = [(s, j) for s in range(4) for j in range(6) if not np.isnan(y[s, j]) and w[s] > 0]
+    x = np.zeros((len(cells) + 1, 10))
+    for k, (s, j) in enumerate(cells):
+        x[k, j] = x[k, 6 + s] = math.sqrt(w[s])
+    x[-1, 6:] = 1e6 * w  # Σ w·δ = 0
+    b = np.array([math.sqrt(w[s]) * y[s, j] for s, j in cells] + [0.0])
+    mu = np.linalg.lstsq(x, b, rcond=None)[0][:6]
+    fitted = intervals.seed_adjusted(y, w)[0]
+    ran = np.isfinite(mu) & (np.abs(x[:-1, :6]).sum(0) > 0)
+    assert intervals.unbalanced(y)
+    np.testing.assert_allclose(fitted[ran], mu[ran], atol=1e-9)
+    assert np.isnan(fitted[~ran]).all()
+    full = rng.normal(size=(3, 5))
+    assert not intervals.unbalanced(full)
+    np.testing.assert_allclose(intervals.seed_adjusted(full, [1.0, 2.0, 1.0])[0],
+                               (full * [[1.0], [2.0], [1.0]]).sum(0) / 4)
+    full[1, 2] = np.inf
+    assert intervals.seed_adjusted(full, [1.0, 1.0, 1.0])[0][2] == np.inf
+    assert np.isfinite(intervals.seed_adjusted(full, [1.0, 0.0, 1.0])[0]).all()
+
+
 def test_the_sweep_summary_and_the_report_name_their_best_lr_and_metric(tmp_path: Path, capsys) -> None:
     """The running sweep's summary prints the grid argmin on the smoothed train loss as best_lr_grid; the report
     prints best_lr (fitted vertex) and best_lr_grid on its metric, each table headed by that metric."""
