@@ -6,8 +6,8 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
 - seeds: the width has at least MIN_SEEDS seeds at its best grid LR. Each replicate draws the sweep's seeds with
   replacement, once for every width and LR of a (parametrization, optimizer): a drawn seed keeps its whole LR curve
   at every width (seeds share data order and init across LRs and widths, so their noise is correlated), and the
-  replicate's curve is the mean over the drawn seeds (+inf where a drawn seed diverged). An LR none of the drawn
-  seeds ran keeps its full-sample mean. A bootstrap over n seeds treats them as the whole population and comes out
+  replicate's curve is the mean over the drawn seeds (`seed_adjusted` where they ran different LRs; +inf where a
+  drawn seed diverged). An LR none of the drawn seeds ran keeps its full-sample mean. A bootstrap over n seeds treats them as the whole population and comes out
   too narrow; each width's replicates are spread around the point estimate by t(n − 1)/z · √(n / (n − 1)) (Student's
   t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8). The interval is the point estimate ± z × the
   replicates' standard deviation, not their percentiles: n seeds have only C(2n − 1, n) distinct resamples (10 for

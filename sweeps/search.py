@@ -30,6 +30,7 @@ import optuna
 from ray.tune.search import Searcher
 
 from deltamup.parametrizations.hparams import HPARAMS, BaseHparams
+from deltamup.scaling.checkpoint import discard
 from deltamup.scaling.train import TrainConfig
 
 from . import store
@@ -197,6 +198,7 @@ class StudySearcher(Searcher):
             record = base_record(config) | {"status": "pruned", "error": None, "diverged": False, "steps": step,
                                             "pruned_step": step} | seen
             store.write_trial(self.out, record, {c: [] for c in store.CURVE_COLUMNS})
+            discard(store.partial_path(self.out, config["trial_id"]))
             return
         status = (result or {}).get("status")
         record = {"status": status, "val_loss": (result or {}).get("val_loss", math.inf)}

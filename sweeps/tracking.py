@@ -24,7 +24,7 @@ from tensorboardX import SummaryWriter  # ships with Ray Tune
 
 DEFAULT_MLFLOW_DB = "mlflow.db"  # sqlite:///DIR/mlflow.db when the spec gives no tracking_uri
 FINAL_KEYS = ("val_loss", "smoothed_loss", "final_train_loss")
-MLFLOW_STATUS = {"ok": "FINISHED", "diverged": "FINISHED", "pruned": "KILLED"}  # else FAILED
+MLFLOW_STATUS = {"ok": "FINISHED", "diverged": "FINISHED", "pruned": "KILLED", "stopped": "KILLED"}  # else FAILED
 
 
 def tensorboard_dir(out: Path, trial_id: str) -> Path:
@@ -121,4 +121,4 @@ class Tracker:
             self.mlflow.set_terminated(self.mlflow_run, MLFLOW_STATUS.get(status, "FAILED"))
         if self.wandb is not None:
             self.wandb.summary.update({**final, "status": status})
-            self.wandb.finish(exit_code=0 if status in ("ok", "diverged", "pruned") else 1)
+            self.wandb.finish(exit_code=0 if status in ("ok", "diverged", "pruned", "stopped") else 1)

@@ -15,7 +15,8 @@ A trial of more than one worker (resources.workers_per_trial) trains data-parall
 Every checkpoint.every_s seconds (at a log boundary) the trial saves its state to DIR/partial/<trial_id>.pt
 (scaling.checkpoint); a rerun of the trial (Ray's retry, a resumed sweep) continues from there if the checkpoint is
 of the same trial config (its fingerprint: everything but run, out and checkpoint), and records resumed_from_step.
-The checkpoint is removed once the trial's row is written (or the trial is pruned); an errored trial keeps it.
+The checkpoint is removed once the trial's row is written (the driver's, for a pruned trial); an errored trial keeps
+it, and so does one an interrupted sweep stopped (SIGINT, a time limit's signal), whose resume continues from it.
 """
 from __future__ import annotations
 
@@ -90,9 +91,8 @@ def run_trial(config: dict[str, Any]) -> None:
 
     try:
         outcome = train_and_evaluate(cfg, device, report, tracker)
-    except SystemExit:  # Ray Tune stopped the trial at a report (a pruner): the driver writes its row
-        tracker.close({"status": "pruned"})
-        discard(store.partial_path(out, cfg["trial_id"]))
+    except SystemExit:  # Ray Tune stopped the trial at a report: a pruner (the driver writes its row and drops the
+        tracker.close({"status": "stopped"})  # checkpoint) or an interrupted sweep (its resume continues from it)
         raise
     except Exception:
         keep_traceback(out, cfg["trial_id"])

@@ -75,9 +75,10 @@ def cluster():
 
 @pytest.fixture
 def kill_driver(cluster):
-    """kill_driver(spec_path, out, until, timeout=180, settle=60, cpus_back=True): runs `deltamup sweep SPEC --out
-    OUT` on the session's cluster in a subprocess, SIGKILLs it once until() holds (or it has ended, or `timeout` s
-    passed), then waits up to `settle` s until no actor of another job is alive (the killed driver's trials and a
+    """kill_driver(spec_path, out, until, timeout=180, settle=60, cpus_back=True, sig=SIGKILL): runs `deltamup sweep
+    SPEC --out OUT` on the session's cluster in a subprocess, sends it `sig` once until() holds (or it has ended, or
+    `timeout` s passed; SIGINT is what a time limit's `timeout -s INT` sends, and the driver stops its trials before
+    it exits), then waits up to `settle` s until no actor of another job is alive (the killed driver's trials and a
     data-parallel trial's workers gone; detached ones, such as Ray Train's state actor, live on) and, with cpus_back,
     the cluster's two CPUs are free again (cpus_back=False where a placement group the killed driver leaked holds
     them until the resume releases it)."""
@@ -89,15 +90,15 @@ def kill_driver(cluster):
         return any(a["State"] != "DEAD" and a["JobID"] != me and not a["IsDetached"] for a in actors().values())
 
     def kill(spec_path: Path, out: Path, until, timeout: float = 180.0, settle: float = 60.0,
-             cpus_back: bool = True) -> None:
+             cpus_back: bool = True, sig: int = signal.SIGKILL) -> None:
         driver = subprocess.Popen([sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out),
                                    "--address", cluster.address], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + timeout
         while not until() and time.time() < deadline and driver.poll() is None:
             time.sleep(0.2)
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
+        driver.send_signal(sig)
+        driver.wait(timeout=settle)
         deadline = time.time() + settle
         while (others_alive() or (cpus_back and ray.available_resources().get("CPU", 0) < 2)) \
                 and time.time() < deadline:

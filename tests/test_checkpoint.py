@@ -245,6 +245,24 @@ def test_data_parallel_ranks_continue_from_the_checkpoint_rank_0_saved(tmp_path,
     assert stops[0] == stops[1] and stops[0][0] and stops[0][1] < stops[0][2] <= 2 * CONFIG.log_every, stops
 
 
+def test_an_interrupted_driver_keeps_its_running_trials_checkpoint_for_the_resume(cluster, kill_driver, tmp_path):
+    """SIGINT (a time limit's signal) stops the sweep gracefully: Ray Tune stops the running trial, which must keep
+    its checkpoint (only a pruner's stop, recorded by the driver, drops it), so the resume continues from it."""
+    spec_path = tiny_spec(tmp_path, widths=[32], parametrizations=["sp"], lrs=[1e-3], steps=400, log_every=25,
+                          checkpoint={"every_s": 0.2}, max_concurrent=1)
+    spec = specs.load(spec_path)
+    out = tmp_path / "sweep"
+    (point,) = spec.grid()
+    partial = store.partial_path(out, point.key)
+    kill_driver(spec_path, out, until=partial.exists, timeout=120, sig=signal.SIGINT)
+    assert not store.record_path(out, point.key).exists(), "interrupted while it ran"
+    assert partial.exists(), "the interrupt threw the running trial's checkpoint away"
+    assert run_sweep(spec, out, resume=True, progress_every=60)["launched"] == 1
+    (record,) = store.read_trials(out)
+    assert record.status == "ok" and 0 < record.resumed_from_step < 400
+    assert not partial.exists()
+
+
 @pytest.mark.parametrize("setting, problem", [
     ({"every_s": -1}, "'checkpoint.every_s': must be ≥ 0 seconds"),
     ({"every_s": "often"}, "'checkpoint.every_s': expected a number"),

@@ -39,6 +39,17 @@ open only on the bound's side).
 
     python3 studies/interval-coverage/coverage.py --edges [--sims 400] [--out studies/interval-coverage/edges.md]
 
+With --unbalanced: the seed-adjusted mean against the plain one, on the studies' unbalanced designs. Seed 0 runs
+every LR of a width; seeds 1 and 2 then run seed 0's best grid LR and its two neighbours (the `seeds_around` parts:
+five LRs 2^-11 … 2^-7, the true optimum uniform in [−10, −8]), or seed 0's best alone (the 4× part's `long-seeds`
+head-to-head cells: three LRs 2^-9 … 2^-7, the optimum in [−9.5, −6.5]). The same bowl as above, at a true slope of
+0 and +0.35. Prints, by the report's rule (seed-adjusted where the seeds ran different LRs) and by the plain seed
+mean: how often the best grid LR is the grid LR nearest the true optimum, how often each width's interval and the
+slope's hold the truth, and how often a width's interval is open.
+
+    python3 studies/interval-coverage/coverage.py --unbalanced [--sims 400] \
+        [--out studies/interval-coverage/unbalanced.md]
+
 With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
 parametrizations at one width, the same four learning rates and n seeds; seed s's loss for parametrization p is
 m_p + a·(x − x*_p)² + o_s + e_{s,p,x}, x*_a uniform in [−9, −8.5] and x*_b one octave below it (SP's optimum below
@@ -324,6 +335,79 @@ def run_pair(setting: PairSetting, sims: int) -> dict:
             "Δ +0.03: a lower %": share(0.03, "a")}
 
 
+@dataclass(frozen=True)
+class DesignSetting:
+    name: str
+    scatter: float       # σ: per-trial nats
+    seed_offset: float   # sd of a seed's offset shared by all its LRs, nats
+    neighbours: bool     # seeds 1 and 2 at seed 0's best and its neighbours (else at its best only)
+    log2_lrs: tuple[float, ...]
+    truth: tuple[float, float]
+
+
+AROUND5 = (-11.0, -10.0, -9.0, -8.0, -7.0)
+DESIGN_SETTINGS = [
+    DesignSetting("around seed 0's best, typical", 0.004, SEED_OFFSET, True, AROUND5, (-10.0, -8.0)),
+    DesignSetting("around seed 0's best, offsets 2x", 0.004, 2 * SEED_OFFSET, True, AROUND5, (-10.0, -8.0)),
+    DesignSetting("around seed 0's best, noisy", 0.012, SEED_OFFSET, True, AROUND5, (-10.0, -8.0)),
+    DesignSetting("seed 0's best only, typical", 0.004, SEED_OFFSET, False, AROUND, (-9.5, -6.5)),
+    DesignSetting("seed 0's best only, offsets 2x", 0.004, 2 * SEED_OFFSET, False, AROUND, (-9.5, -6.5)),
+    DesignSetting("seed 0's best only, noisy", 0.012, SEED_OFFSET, False, AROUND, (-9.5, -6.5)),
+]
+
+
+def simulate_design(setting: DesignSetting, slope: float, rng: np.random.Generator) -> tuple[pl.DataFrame, NDArray]:
+    """One unbalanced sweep's trials (seed 0 everywhere, seeds 1 and 2 where the design puts them) and its true log2
+    optima per width (W,)."""
+    truth = rng.uniform(*setting.truth) + slope * np.log2(np.array(WIDTHS) / WIDTHS[0])
+    offsets = rng.normal(0.0, setting.seed_offset, 3)
+    lrs = np.array(setting.log2_lrs)
+    rows = []
+    for w, x_star in zip(WIDTHS, truth):
+        curve = 1.0 + 0.012 * (lrs - x_star) ** 2
+        seed0 = curve + offsets[0] + rng.normal(0.0, setting.scatter, len(lrs))
+        best = int(np.argmin(seed0))
+        more = range(max(0, best - 1), min(len(lrs), best + 2)) if setting.neighbours else [best]
+        cells = [(0, i, seed0[i]) for i in range(len(lrs))]
+        cells += [(s, i, curve[i] + offsets[s] + rng.normal(0.0, setting.scatter)) for s in (1, 2) for i in more]
+        rows += [dict(parametrization="p", optimizer="adamw", width=w, lr=2.0 ** lrs[i], seed=s, val_loss=float(v),
+                      status="ok") for s, i, v in cells]
+    return pl.DataFrame(rows), truth
+
+
+def run_design(setting: DesignSetting, sims: int) -> dict:
+    """The report's rule and the plain seed mean on the same `sims` sweeps at a true slope of 0 and `sims` at
+    +0.35: the plain mean is the report's code with every design read as balanced (intervals.unbalanced)."""
+    rng = np.random.default_rng(0)
+    lrs = np.array(setting.log2_lrs)
+    rules = {"report": intervals.unbalanced, "plain mean": lambda per_seed: False}
+    held = {rule: {"grid": [], "optimum": [], "slope": [], "open": []} for rule in rules}
+    for true_slope in (0.0, 0.35):
+        for _ in range(sims):
+            trials, truth = simulate_design(setting, true_slope, rng)
+            nearest = lrs[np.abs(lrs[None, :] - truth[:, None]).argmin(1)]
+            for rule, unbalanced in rules.items():
+                intervals.unbalanced = unbalanced
+                try:
+                    est = analysis.estimate(trials, "val_loss")
+                finally:
+                    intervals.unbalanced = rules["report"]
+                optima = est.optima.sort("width")
+                with np.errstate(divide="ignore"):
+                    lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
+                (row,) = est.transfer.to_dicts()
+                held[rule]["grid"] += list(np.log2(optima["best_lr_grid"].to_numpy()) == nearest)
+                held[rule]["optimum"] += list((lo <= truth) & (truth <= hi))
+                held[rule]["open"] += list(np.isinf(lo) | np.isinf(hi))
+                held[rule]["slope"].append(row["slope_lo"] <= true_slope <= row["slope_hi"])
+    out: dict = {"design": setting.name, "LRs": len(lrs), "σ": setting.scatter, "seed offsets": setting.seed_offset}
+    for rule, h in held.items():
+        out |= {f"{rule}: best grid LR right %": 100 * np.mean(h["grid"]),
+                f"{rule}: optimum covered %": 100 * np.mean(h["optimum"]),
+                f"{rule}: slope covered %": 100 * np.mean(h["slope"]), f"{rule}: open %": 100 * np.mean(h["open"])}
+    return out
+
+
 def table(rows: list[dict]) -> str:
     head = list(rows[0])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
@@ -341,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
     mode.add_argument("--head-to-head", action="store_true", help="the head-to-head differences' intervals instead")
     mode.add_argument("--edges", action="store_true", help="intervals of optima on an end of the grid, one seed and 3")
+    mode.add_argument("--unbalanced", action="store_true",
+                      help="the seed-adjusted mean against the plain one where seeds ran different LRs")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -351,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     settings, run_one, flag, truth = ((HORIZON_SETTINGS, run_horizons, " --horizons", "shift") if args.horizons else
                                       (PAIR_SETTINGS, run_pair, " --head-to-head", "difference") if args.head_to_head
                                       else (EDGE_SETTINGS, run_edges, " --edges", "slope") if args.edges
+                                      else (DESIGN_SETTINGS, run_design, " --unbalanced", "slope") if args.unbalanced
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
         rows.append(run_one(setting, args.sims))
