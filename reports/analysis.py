@@ -445,7 +445,8 @@ def _widths(group: pl.DataFrame, trials: pl.DataFrame, curves: pl.DataFrame) -> 
         for s, lr, loss in trials.filter(pl.col("width") == r["width"]).select("seed", "lr", "loss").iter_rows():
             per_seed[seeds[s], lrs[lr]] = loss
         out.append(intervals.Width(np.log2(curve["lr"].to_numpy()), per_seed, curve["loss"].to_numpy().astype(float),
-                                   r["n_seeds"], "seeds" if r["n_seeds"] >= intervals.MIN_SEEDS else "fit"))
+                                   curve["n_seeds"].to_numpy(), r["n_seeds"],
+                                   "seeds" if r["n_seeds"] >= intervals.MIN_SEEDS else "fit"))
     return out
 
 

@@ -7,17 +7,22 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   replacement, once for every width and LR of a (parametrization, optimizer): a drawn seed keeps its whole LR curve
   at every width (seeds share data order and init across LRs and widths, so their noise is correlated), and the
   replicate's curve is the mean over the drawn seeds (`seed_adjusted` where they ran different LRs; +inf where a
-  drawn seed diverged). An LR none of the drawn seeds ran keeps its full-sample mean. A bootstrap over n seeds treats them as the whole population and comes out
-  too narrow; each width's replicates are spread around the point estimate by t(n − 1)/z · √(n / (n − 1)) (Student's
-  t over the normal quantile at LEVEL: 2.2 for 3 seeds, 1.2 for 8). The interval is the point estimate ± z × the
+  drawn seed diverged). An LR none of the drawn seeds ran keeps its full-sample mean. Where an LR has fewer than
+  MIN_SEEDS seeds (3 at the optimum, one beside it), a seed draw cannot reach that trial's scatter (a draw without
+  its seed keeps its value), so each replicate adds N(0, σ²/n) there (`thin_scatter`; n its seeds, σ the fit noise
+  below, which counts the seeds' offsets too and errs wide). With 3 seeds at seed 0's best LR alone the interval
+  held the optimum 72–89% of the time without it and 90–100% with it (studies/interval-coverage, --unbalanced).
+  A bootstrap over n seeds treats them as the whole population and comes out too narrow; each width's replicates
+  are spread around the point estimate by t(n − 1)/z · √(n / (n − 1)) (Student's t over the normal quantile at
+  LEVEL: 2.2 for 3 seeds, 1.2 for 8). The interval is the point estimate ± z × the
   replicates' standard deviation, not their percentiles: n seeds have only C(2n − 1, n) distinct resamples (10 for
   3), and the rarest (one seed drawn n times, 1/27 for 3) lie beyond the 5th and 95th percentiles, so percentiles cut
   the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–86% of the time
   (the slope's, the true slope 86–90%), this one 89–90% (90–94%) (studies/interval-coverage).
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
-  n seeds) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the point
-  estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays there),
-  so a percentile that lands on an end of the grid is open beyond it (`width_interval`): the data allow an
+  n seeds at that LR) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the
+  point estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays
+  there), so a percentile that lands on an end of the grid is open beyond it (`width_interval`): the data allow an
   optimum past that end. Efron's bias-corrected percentiles would read the replicates that equal the point estimate
   (a third or more at an edge) as bias: on simulated single-seed sweeps they held an optimum the noise had
   put on the grid's edge 20–28% of the time on four LRs; this interval holds the optimum 86–100% of the time and
@@ -175,6 +180,7 @@ class Width:
     x: np.ndarray
     per_seed: np.ndarray
     curve: np.ndarray
+    seeds_per_lr: np.ndarray  # (L,) seeds that finished at each LR
     n_seeds: int  # seeds at the best grid LR
     method: str   # "seeds" (n_seeds ≥ MIN_SEEDS) | "fit"
 
@@ -244,20 +250,29 @@ def seed_means(per_seed: np.ndarray, counts: np.ndarray, curve: np.ndarray) -> n
     return np.where(drawn > 0, mean, curve)
 
 
+def thin_scatter(width: Width, noise: float) -> np.ndarray:
+    """(L,) the trial scatter σ/√n a seed bootstrap adds at each LR fewer than MIN_SEEDS seeds ran (0 elsewhere)."""
+    return np.where(width.seeds_per_lr < MIN_SEEDS, noise / np.sqrt(width.seeds_per_lr), 0.0)
+
+
 def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generator,
                      jitter: np.random.Generator) -> np.ndarray:
     """(B, W) log2 optimum of each width in REPLICATES bootstrap replicates. `draws` picks seeds (shared by every
-    width: a seed is one unit), `jitter` the fit noise of single-seed widths."""
+    width: a seed is one unit), `jitter` the fit noise (σ = `noise`) of single-seed widths and of LRs fewer seeds
+    ran."""
     n_seeds = widths[0].per_seed.shape[0] if widths else 0
     counts = draws.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=REPLICATES).astype(float)
     out = np.empty((REPLICATES, len(widths)))
     for k, w in enumerate(widths):
         if w.method == "seeds":
-            point = vertices(w.x, w.curve).x[0]
-            out[:, k] = point + small_sample_factor(w.n_seeds) * (vertices(w.x, seed_means(w.per_seed, counts,
-                                                                                            w.curve)).x - point)
+            point, factor = vertices(w.x, w.curve).x[0], small_sample_factor(w.n_seeds)
+            curves = seed_means(w.per_seed, counts, w.curve)
+            scale = thin_scatter(w, noise) / factor  # ÷ factor: the replicates are spread by it below
+            if scale.any():
+                curves = curves + scale * jitter.standard_normal(curves.shape)
+            out[:, k] = point + factor * (vertices(w.x, curves).x - point)
         else:
-            curves = w.curve + noise / np.sqrt(w.n_seeds) * jitter.standard_normal((REPLICATES, len(w.curve)))
+            curves = w.curve + noise / np.sqrt(w.seeds_per_lr) * jitter.standard_normal((REPLICATES, len(w.curve)))
             out[:, k] = vertices(w.x, np.where(np.isfinite(w.curve), curves, w.curve)).x
     return out
 

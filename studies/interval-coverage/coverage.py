@@ -43,8 +43,9 @@ With --unbalanced: the seed-adjusted mean against the plain one, on the studies'
 every LR of a width; seeds 1 and 2 then run seed 0's best grid LR and its two neighbours (the `seeds_around` parts:
 five LRs 2^-11 … 2^-7, the true optimum uniform in [−10, −8]), or seed 0's best alone (the 4× part's `long-seeds`
 head-to-head cells: three LRs 2^-9 … 2^-7, the optimum in [−9.5, −6.5]). The same bowl as above, at a true slope of
-0 and +0.35. Prints, by the report's rule (seed-adjusted where the seeds ran different LRs) and by the plain seed
-mean: how often the best grid LR is the grid LR nearest the true optimum, how often each width's interval and the
+0 and +0.35. Prints, by the report's rule (seed-adjusted where the seeds ran different LRs, and the seed bootstrap
+adding σ/√n at LRs fewer than 3 seeds ran), by the plain seed mean and by the seed bootstrap without that scatter:
+how often the best grid LR is the grid LR nearest the true optimum, how often each width's interval and the
 slope's hold the truth, and how often a width's interval is open.
 
     python3 studies/interval-coverage/coverage.py --unbalanced [--sims 400] \
@@ -376,22 +377,25 @@ def simulate_design(setting: DesignSetting, slope: float, rng: np.random.Generat
 
 
 def run_design(setting: DesignSetting, sims: int) -> dict:
-    """The report's rule and the plain seed mean on the same `sims` sweeps at a true slope of 0 and `sims` at
-    +0.35: the plain mean is the report's code with every design read as balanced (intervals.unbalanced)."""
+    """The report's rule and two others on the same `sims` sweeps at a true slope of 0 and `sims` at +0.35: the
+    plain seed mean (the report's code with every design read as balanced: intervals.unbalanced) and the seed
+    bootstrap without the scatter at LRs fewer seeds ran (intervals.thin_scatter 0)."""
     rng = np.random.default_rng(0)
     lrs = np.array(setting.log2_lrs)
-    rules = {"report": intervals.unbalanced, "plain mean": lambda per_seed: False}
+    report = (intervals.unbalanced, intervals.thin_scatter)
+    rules = {"report": report, "plain mean": (lambda per_seed: False, report[1]),
+             "no thin scatter": (report[0], lambda width, noise: np.zeros(len(width.x)))}
     held = {rule: {"grid": [], "optimum": [], "slope": [], "open": []} for rule in rules}
     for true_slope in (0.0, 0.35):
         for _ in range(sims):
             trials, truth = simulate_design(setting, true_slope, rng)
             nearest = lrs[np.abs(lrs[None, :] - truth[:, None]).argmin(1)]
-            for rule, unbalanced in rules.items():
-                intervals.unbalanced = unbalanced
+            for rule, (unbalanced, thin_scatter) in rules.items():
+                intervals.unbalanced, intervals.thin_scatter = unbalanced, thin_scatter
                 try:
                     est = analysis.estimate(trials, "val_loss")
                 finally:
-                    intervals.unbalanced = rules["report"]
+                    intervals.unbalanced, intervals.thin_scatter = report
                 optima = est.optima.sort("width")
                 with np.errstate(divide="ignore"):
                     lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
