@@ -15,10 +15,10 @@ only a non-finite value does: a trial may diverge after it); trials that failed 
 lr_curves — one row per (parametrization, optimizer, width, lr):
     metric, loss (seed-mean of `metric`; +inf when any seed diverged), loss_se (standard error across seeds; null
     with one seed), loss_min, loss_max (the seeds' range; null when a seed diverged), n_seeds (trials that
-    finished), n_diverged, n_failed. Where a width's seeds ran different LRs (3 seeds at the optimum, one beside
-    it), `loss` is the seed-adjusted mean (reports/intervals.py, seed_adjusted): each seed's offset, measured on the
-    LRs it shares with the others, is taken out first, so a lucky seed alone at one LR does not move the optimum
-    there; with every seed at every LR it is the plain mean.
+    finished), n_diverged, n_failed, seed_adjusted. Where a width's seeds ran different LRs (3 seeds at the optimum,
+    one beside it), `loss` is the seed-adjusted mean and seed_adjusted is true (reports/intervals.py, seed_adjusted):
+    each seed's offset, measured on the LRs it shares with the others, is taken out first, so a lucky seed alone at
+    one LR does not move the optimum there; with every seed at every LR it is the plain mean.
 
 optima — one row per (parametrization, optimizer, width):
     metric            the loss column the optimum is found on
@@ -360,12 +360,11 @@ def _seed_adjusted(t: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
         if intervals.unbalanced(per_seed):
             mean = intervals.seed_adjusted(per_seed, np.ones(len(seeds)))[0]
             adjusted += [dict(zip(KEYS, key), lr=lr, adjusted=float(mean[j])) for lr, j in lrs.items()]
-    if not adjusted:
-        return curves
     table = pl.DataFrame(adjusted, schema={"parametrization": pl.String, "optimizer": pl.String, "width": pl.Int64,
                                            "lr": pl.Float64, "adjusted": pl.Float64})
     return (curves.join(table, on=[*KEYS, "lr"], how="left")
-            .with_columns(pl.coalesce("adjusted", "loss").alias("loss")).drop("adjusted"))
+            .with_columns(pl.coalesce("adjusted", "loss").alias("loss"),
+                          pl.col("adjusted").is_not_null().alias("seed_adjusted")).drop("adjusted"))
 
 
 EDGES = {-1: "low", 1: "high"}

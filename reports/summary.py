@@ -57,6 +57,13 @@ def summary_markdown(a: Analysis) -> str:
                   f"fewest any width's optimum rests on, and how its interval was made (seeds: bootstrap over "
                   f"seeds; fit: over the fit, with an assumed noise). Losses: the grid's best {a.metric} per width. "
                   f"Every metric's verdict: verdicts.csv.{missing}"]
+    adjusted = (a.curves.filter(pl.col("seed_adjusted")).select("parametrization", "optimizer", "width").unique()
+                .sort("parametrization", "optimizer", "width"))
+    if not adjusted.is_empty():
+        where = ", ".join(f"{p}/{o} @{w}" for p, o, w in adjusted.iter_rows())
+        lines += ["", f"Seed-adjusted means (the seeds ran different LRs there: each seed's offset, measured on the "
+                      f"LRs it shares with the others, is taken out before LRs are compared; lr_curves.csv's "
+                      f"seed_adjusted): {where}."]
     lines += [line for mixed in mixes(a.sweep.trials) for line in ("", f"{mixed[0].upper() + mixed[1:]}.")]
     if not a.head_to_head.is_empty():
         lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]

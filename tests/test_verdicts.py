@@ -425,6 +425,9 @@ def test_a_lucky_seed_alone_at_an_lr_does_not_move_the_optimum() -> None:
     plain = trials.group_by("width", "lr").agg(pl.col("val_loss").mean()).sort("val_loss").group_by("width").first()
     assert set(plain["lr"]) == {2.0 ** -8}  # what the plain mean would pick
     est = analysis.estimate(trials, "val_loss")
+    assert est.curves["seed_adjusted"].all()
+    assert not analysis.estimate(surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.0), "val_loss").curves[
+        "seed_adjusted"].any()  # every seed at every LR: the plain mean
     for w in WIDTHS:
         r = row(est.optima, width=w)
         assert r["best_lr_grid"] == 2.0 ** -7 and (r["n_seeds"], r["interval_method"]) == (3, "seeds")
