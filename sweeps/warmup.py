@@ -10,13 +10,20 @@ axis, share one graph. The learning rate, the seed, the optimizer's settings and
 optimizer step is not compiled. Data-parallel trials (resources.workers_per_trial > 1) are not warmed: DDP or FSDP
 wrapping changes the graph; they compile their own.
 
-    warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed"}
+A graph warmed once is stamped in the cache (DIR/compile-cache/deltamup-warmed/, a name that changes with the graph
+key, the code fingerprint (sources, torch, Triton: scaling.code) and the device's name); a later run of the sweep on
+the same code and device skips it, and its trials load it from the cache as they would after a warm-up. A stamp whose
+graph the cache has lost costs a compile in the trials, never a wrong result.
+
+    warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed", "stamped"}
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,6 +31,7 @@ import torch
 from deltamup.console import duration
 from deltamup.models import ModelConfig
 from deltamup.parametrizations import BaseHparams, multipliers
+from deltamup.scaling.code import code_fingerprint
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.train import train
 
@@ -43,15 +51,28 @@ def graph_key(cfg: dict[str, Any], on_gpu: bool) -> tuple:
             cfg["train"]["bf16"], on_gpu)
 
 
+def stamp_path(cfg: dict[str, Any], on_gpu: bool) -> Path:
+    """Where the cache records that trial config `cfg`'s graph was warmed into it (the module docstring)."""
+    device = (torch.cuda.get_device_name() if torch.cuda.is_available() else "a GPU") if on_gpu else "cpu"
+    text = json.dumps([list(graph_key(cfg, on_gpu)), code_fingerprint(), device])
+    return (store.compile_cache_dir(sweep_dir(cfg)) / "deltamup-warmed"
+            / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json")
+
+
 def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:
     """Trains trial `cfg`'s model one step in this process (a Ray task), compiling its graph into the sweep's
-    cache; returns the step's first_step_seconds and the cache lookups (compile_cache.cache_counts)."""
+    cache, and stamps it there; returns the step's first_step_seconds and the cache lookups
+    (compile_cache.cache_counts)."""
     use_cache(store.compile_cache_dir(sweep_dir(cfg)))
     threads, device, _ = placement()
     torch.set_num_threads(threads)
     model, _, train_config, batches = build_trial(cfg, device)
     result = train(model, cfg["point"]["parametrization"], dataclasses.replace(train_config, steps=1), batches,
                    device=device)
+    stamp = stamp_path(cfg, device.type == "cuda")
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"trial_id": cfg["trial_id"], "graph_key": list(graph_key(cfg, device.type == "cuda")),
+                                 "first_step_seconds": result.first_step_seconds}) + "\n")
     return {"first_step_seconds": result.first_step_seconds, **result.compile_cache}
 
 
@@ -59,8 +80,9 @@ def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any
     """Compiles each distinct graph among the one-device trial configs once, in parallel Ray tasks with the trials'
     CPUs and the GPU share their one step's memory needs (packing.warmup_gpus: a width whose trials hold a whole GPU
     compiles beside the others; at most spec.max_concurrent at once; each task's process exits after it, freeing its
-    GPU memory), in the order of `configs`. A graph that fails is reported and left to its trials. Returns
-    {"graphs": distinct graphs, "seconds": wall time, "failed": graphs that failed}."""
+    GPU memory), in the order of `configs`, but for those stamped in the cache before (the module docstring). A
+    graph that fails is reported and left to its trials. Returns {"graphs": distinct graphs warmed, "seconds": wall
+    time, "failed": graphs that failed, "stamped": distinct graphs skipped as warmed before}."""
     import ray
 
     _, bundles = trial_resources(spec)
@@ -71,6 +93,11 @@ def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any
         bundle = bundles[(width, optimizer)]
         step = {"CPU": bundle["CPU"], "GPU": warmup_gpus(spec, width, optimizer, bundle["GPU"], memory)}
         firsts.setdefault(graph_key(cfg, bundle["GPU"] > 0), (cfg, step))
+    stamped = {key for key, (cfg, _) in firsts.items() if stamp_path(cfg, key[-1]).is_file()}
+    if stamped:
+        print(f"compile warm-up: {len(stamped)} graph(s) warmed in this cache before (same code, torch, Triton and "
+              f"device): not again", flush=True)
+    firsts = {key: first for key, first in firsts.items() if key not in stamped}
     began = time.time()
     task = ray.remote(max_calls=1, max_retries=0)(warm_graph)
     queue, running, seconds, failed = list(firsts.values()), {}, [], 0
@@ -90,4 +117,4 @@ def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any
     if firsts:
         steps = f" (first steps {min(seconds):.0f}–{max(seconds):.0f} s)" if seconds else ""
         print(f"compile warm-up: {len(firsts)} graph(s) in {duration(took)}{steps}, {failed} failed", flush=True)
-    return {"graphs": len(firsts), "seconds": took, "failed": failed}
+    return {"graphs": len(firsts), "seconds": took, "failed": failed, "stamped": len(stamped)}

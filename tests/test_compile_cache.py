@@ -52,6 +52,14 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
     printed = capsys.readouterr().out
     assert "compile warm-up" in printed and "of trial time before the first step" in printed
     assert f"width 16 {width['first_step_share']:.0%}" in printed
+    # a later run of the sweep (one more LR) finds the graph stamped in the cache: no warm-up, and its trial loads it
+    (stamp,) = (store.compile_cache_dir(out) / "deltamup-warmed").glob("*.json")
+    run_sweep(specs.parse({**COMPILED, "lrs": [1e-3, 2e-3]}), out, resume=True, progress_every=600)
+    assert store.read_runs(out)[1]["warmup_grid"] == {"graphs": 0, "seconds": pytest.approx(0, abs=5), "failed": 0,
+                                                       "stamped": 1}
+    later = [r for r in store.read_trials(out) if r.run == 2]
+    assert len(later) == 2 and all(r.status == "ok" and r.compile_cache_misses == 0 for r in later)
+    assert "warmed in this cache before" in capsys.readouterr().out
 
 
 def test_the_graph_key_holds_what_the_graph_depends_on(tmp_path):
