@@ -347,6 +347,15 @@ def _curves(t: pl.DataFrame, metric: str) -> pl.DataFrame:
     return _seed_adjusted(t, out).with_columns(pl.lit(metric).alias("metric")).sort([*KEYS, "lr"])
 
 
+def _per_seed(trials: pl.DataFrame, seeds: dict, lrs: dict) -> np.ndarray:
+    """(S, L) the trials' `loss` at the seeds' and LRs' indices (seeds: {seed: row}, lrs: {lr: column}); NaN where
+    a seed did not run an LR."""
+    per_seed = np.full((len(seeds), len(lrs)), np.nan)
+    for s, lr, loss in trials.select("seed", "lr", "loss").iter_rows():
+        per_seed[seeds[s], lrs[lr]] = loss
+    return per_seed
+
+
 def _seed_adjusted(t: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
     """curves with `loss` seed-adjusted (intervals.seed_adjusted) at each width whose seeds ran different LRs."""
     done = t.filter(~pl.col("failed"))
@@ -354,9 +363,7 @@ def _seed_adjusted(t: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
     for key, g in done.group_by(KEYS):
         seeds = {s: i for i, s in enumerate(sorted(set(g["seed"].to_list())))}
         lrs = {lr: j for j, lr in enumerate(sorted(set(g["lr"].to_list())))}
-        per_seed = np.full((len(seeds), len(lrs)), np.nan)
-        for s, lr, loss in g.select("seed", "lr", "loss").iter_rows():
-            per_seed[seeds[s], lrs[lr]] = loss
+        per_seed = _per_seed(g, seeds, lrs)
         if intervals.unbalanced(per_seed):
             mean = intervals.seed_adjusted(per_seed, np.ones(len(seeds)))[0]
             adjusted += [dict(zip(KEYS, key), lr=lr, adjusted=float(mean[j])) for lr, j in lrs.items()]
@@ -440,9 +447,7 @@ def _widths(group: pl.DataFrame, trials: pl.DataFrame, curves: pl.DataFrame) -> 
     for r in group.iter_rows(named=True):
         curve = curves.filter((pl.col("width") == r["width"]) & (pl.col("n_seeds") > 0)).sort("lr")
         lrs = {lr: j for j, lr in enumerate(curve["lr"].to_list())}
-        per_seed = np.full((len(seeds), len(lrs)), np.nan)
-        for s, lr, loss in trials.filter(pl.col("width") == r["width"]).select("seed", "lr", "loss").iter_rows():
-            per_seed[seeds[s], lrs[lr]] = loss
+        per_seed = _per_seed(trials.filter(pl.col("width") == r["width"]), seeds, lrs)
         out.append(intervals.Width(np.log2(curve["lr"].to_numpy()), per_seed, curve["loss"].to_numpy().astype(float),
                                    curve["n_seeds"].to_numpy(), r["n_seeds"],
                                    "seeds" if r["n_seeds"] >= intervals.MIN_SEEDS else "fit"))
