@@ -29,7 +29,8 @@ optima — one row per (parametrization, optimizer, width):
                       a bound's is open beyond its edge: best_lr_lo 0 at a low edge, best_lr_hi inf at a high one
     interval_method   "seeds" (≥ 3 seeds at best_lr_grid: a bootstrap over seeds) or "fit" (fewer: a bootstrap over
                       the fit, with an assumed noise level)
-    fit_noise, fit_noise_from   for "fit": the noise σ (nats, of one trial's loss) assumed, and where it came from
+    fit_noise, fit_noise_from   for "fit", and for "seeds" at a width with LRs fewer than 3 seeds ran (the scatter
+                      added there): the noise σ (nats, of one trial's loss) assumed, and where it came from
     best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
     log2_best_lr      log2(best_lr)
     best_loss         loss at the refined optimum (parabola value; the grid minimum where not refined)
@@ -473,7 +474,7 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
         replicates[(p, o)] = (group["width"].to_numpy(), reps)
         lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy(), [w.method for w in widths])
         for w, width, edge, lo, hi in zip(widths, group["width"], group["edge"], lows, highs):
-            fit = w.method == "fit"
+            fit = w.method == "fit" or bool(intervals.thin_scatter(w, noise).any())  # σ assumed somewhere
             lo, hi = intervals.width_interval(lo, hi, edge, w)
             extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
                               interval_method=w.method, fit_noise=noise if fit else None,

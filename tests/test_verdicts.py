@@ -431,6 +431,7 @@ def test_a_lucky_seed_alone_at_an_lr_does_not_move_the_optimum() -> None:
     for w in WIDTHS:
         r = row(est.optima, width=w)
         assert r["best_lr_grid"] == 2.0 ** -7 and (r["n_seeds"], r["interval_method"]) == (3, "seeds")
+        assert r["fit_noise"] is not None  # the σ added at the one-seed LRs, named
         assert r["log2_best_lr"] == pytest.approx(X0, abs=1e-9)
         assert r["best_lr_lo"] < 2.0 ** X0 < r["best_lr_hi"]
 
