@@ -17,12 +17,11 @@ where it holds 0, null without an interval (and, with ±inf, the one that did no
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import polars as pl
 
-from .intervals import student_t
+from .intervals import mean_interval
 
 SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.String, "at": pl.String,
           "lr_a": pl.Float64, "lr_b": pl.Float64, "n_seeds": pl.Int64, "diff": pl.Float64, "diff_lo": pl.Float64,
@@ -46,11 +45,8 @@ def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, s
         return out
     if infinite.size:  # one side diverged in some seed, always the same side
         return out | {"diff": float(infinite[0]), "better": "b" if infinite[0] > 0 else "a"}
-    mean = float(d.mean())
-    out["diff"] = mean
-    if len(seeds) >= 2:
-        half = student_t(len(seeds) - 1) * float(d.std(ddof=1)) / math.sqrt(len(seeds))
-        lo, hi = mean - half, mean + half
+    out["diff"], lo, hi = mean_interval(d)
+    if lo is not None:
         out |= {"diff_lo": lo, "diff_hi": hi, "better": "b" if lo > 0 else "a" if hi < 0 else "neither"}
     return out
 

@@ -193,6 +193,15 @@ def student_t(dof: int, level: float = LEVEL) -> float:
             + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * dof ** 3))
 
 
+def mean_interval(d: np.ndarray) -> tuple[float, float | None, float | None]:
+    """The mean of paired differences d (n,) and its LEVEL interval, Student's t over them (None below 2)."""
+    mean = float(d.mean())
+    if len(d) < 2:
+        return mean, None, None
+    half = student_t(len(d) - 1) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return mean, mean - half, mean + half
+
+
 def small_sample_factor(n: int) -> float:
     """How much wider than a bootstrap over n seeds the interval of their mean is: t(n − 1)/z · √(n / (n − 1))."""
     return student_t(n - 1) / NORMAL.inv_cdf(1 - (1 - LEVEL) / 2) * np.sqrt(n / (n - 1))
@@ -231,7 +240,8 @@ def unbalanced(per_seed: np.ndarray) -> bool:
     """Whether some seed that ran at this width left out an LR another seed ran: only then does the seed-adjusted
     mean differ from the plain one."""
     ran = ~np.isnan(per_seed)
-    return bool(ran[ran.any(1)][:, ran.any(0)].size and not ran[ran.any(1)][:, ran.any(0)].all())
+    cells = ran[ran.any(1)][:, ran.any(0)]  # the seeds and LRs that ran anything
+    return bool(cells.size and not cells.all())
 
 
 def seed_means(per_seed: np.ndarray, counts: np.ndarray, curve: np.ndarray) -> np.ndarray:
@@ -289,7 +299,7 @@ def fit_noise(losses: pl.DataFrame, curves: pl.DataFrame, keys: list[str]) -> tu
         i = int(np.argmin(np.where(np.isfinite(y), y, np.inf)))
         near = g["lr"][max(0, i - 1):i + 2].to_list()
         cells = trial.filter(pl.all_horizontal(pl.col(k) == v for k, v in zip(keys, key)) & pl.col("lr").is_in(near))
-        for _, c in cells.group_by("lr"):
+        for _, c in cells.sort("lr").group_by("lr", maintain_order=True):
             if len(c) >= 2:
                 seeds.append((float(c["loss"].var(ddof=1)) * (len(c) - 1), len(c) - 1))
         lo = max(0, min(i - WINDOW // 2, len(x) - WINDOW))

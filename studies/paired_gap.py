@@ -10,13 +10,12 @@ or grows with the steps, shows as such. Finished trials only (a diverged seed le
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 
 import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
-from deltamup.reports.intervals import student_t
+from deltamup.reports.intervals import mean_interval
 
 
 def gaps(trials: pl.DataFrame, a: str, b: str, width: int) -> pl.DataFrame:
@@ -29,13 +28,11 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int) -> pl.DataFrame:
         pb = ok.filter(pl.col("parametrization") == b).select("lr", "seed", pl.col(metric).alias("b"))
         pairs = pa.join(pb, on=["lr", "seed"]).sort("lr", "seed")
         for (lr,), group in pairs.group_by("lr", maintain_order=True):
-            diff = (group["a"] - group["b"]).to_list()
-            n, mean = len(diff), sum(diff) / len(diff)
-            half = (student_t(n - 1) * statistics.stdev(diff) / math.sqrt(n)) if n >= 2 else None
+            diff = (group["a"] - group["b"]).to_numpy()
+            mean, lo, hi = mean_interval(diff)
             rows.append({"log2_lr": round(math.log2(lr)), "horizon_pct": pct, "seeds": group["seed"].to_list(),
                          "a_minus_b": [round(d, 3) for d in diff], "mean": round(mean, 4),
-                         "lo": None if half is None else round(mean - half, 4),
-                         "hi": None if half is None else round(mean + half, 4)})
+                         "lo": None if lo is None else round(lo, 4), "hi": None if hi is None else round(hi, 4)})
     return pl.DataFrame(rows).sort("log2_lr", "horizon_pct") if rows else pl.DataFrame()
 
 

@@ -69,9 +69,10 @@ def warm_graph(cfg: dict[str, Any]) -> dict[str, Any]:
     model, _, train_config, batches = build_trial(cfg, device)
     result = train(model, cfg["point"]["parametrization"], dataclasses.replace(train_config, steps=1), batches,
                    device=device)
-    stamp = stamp_path(cfg, device.type == "cuda")
+    on_gpu = device.type == "cuda"
+    stamp = stamp_path(cfg, on_gpu)
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(json.dumps({"trial_id": cfg["trial_id"], "graph_key": list(graph_key(cfg, device.type == "cuda")),
+    stamp.write_text(json.dumps({"trial_id": cfg["trial_id"], "graph_key": list(graph_key(cfg, on_gpu)),
                                  "first_step_seconds": result.first_step_seconds}) + "\n")
     return {"first_step_seconds": result.first_step_seconds, **result.compile_cache}
 
