@@ -221,6 +221,27 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
 
 
+def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
+    """studies/interval-coverage/noise_by_lr.py: each LR's seed SD goes to its place relative to its width's best
+    grid LR; a cell with a diverged seed drops out; a side with too few degrees of freedom takes the fallback."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("noise_by_lr", ROOT / "studies/interval-coverage/noise_by_lr.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cells = {-10: (1.10, 1.12), -9: (1.00, 1.02), -8: (1.20, 1.30)}  # the best LR in the middle
+    rows = [{"parametrization": "sp", "optimizer": "adamw", "width": w, "lr": 2.0**octave, "seed": seed,
+             "status": "ok", "val_loss": loss + w / 1e4}
+            for w in (256, 512) for octave, losses in cells.items() for seed, loss in enumerate(losses)]
+    spread = module.spread_by_position(pl.DataFrame(rows))
+    assert list(spread) == [-1, 0, 1] and [dof for _, dof in spread.values()] == [2, 2, 2]
+    assert [round(sd, 4) for sd, _ in spread.values()] == [0.0141, 0.0141, 0.0707]
+    rows.append({**rows[-1], "seed": 2, "status": "diverged", "val_loss": float("nan")})  # width 512 at 2^-8
+    assert module.spread_by_position(pl.DataFrame(rows))[1][1] == 1
+    sides = module.by_side({-2: (0.1, 2), -1: (0.2, 2), 0: (0.3, 1), 1: (0.4, 4)}, fallback=9.0)
+    assert sides == {-1: pytest.approx(0.025 ** 0.5), 0: 9.0, 1: 0.4}
+
+
 def test_hparams_study_runs_its_best_variants_and_the_defaults_as_one_sweep(tmp_path: Path) -> None:
     """studies/gdn-hparams-8l/run.sh `seeds` on seed 0's grid: the three best variants other than the defaults and
     the defaults, ranked on seed 0 alone (a seed-1 record of another variant changes nothing), as `only` cells of one
