@@ -226,6 +226,8 @@ def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path
     grid LR; a cell with a diverged seed drops out; a side with too few degrees of freedom takes the fallback."""
     import importlib.util
 
+    from deltamup.reports import analysis
+
     spec = importlib.util.spec_from_file_location("noise_by_lr", ROOT / "studies/interval-coverage/noise_by_lr.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -233,11 +235,17 @@ def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path
     rows = [{"parametrization": "sp", "optimizer": "adamw", "width": w, "lr": 2.0**octave, "seed": seed,
              "status": "ok", "val_loss": loss + w / 1e4}
             for w in (256, 512) for octave, losses in cells.items() for seed, loss in enumerate(losses)]
-    spread = module.spread_by_position(pl.DataFrame(rows))
+
+    def measure(rows: list[dict]) -> dict[int, tuple[float, int]]:
+        trials = pl.DataFrame(rows)
+        return module.spread_by_position(analysis.trial_losses(trials).filter(~pl.col("failed")),
+                                         analysis.lr_curves(trials))
+
+    spread = measure(rows)
     assert list(spread) == [-1, 0, 1] and [dof for _, dof in spread.values()] == [2, 2, 2]
     assert [round(sd, 4) for sd, _ in spread.values()] == [0.0141, 0.0141, 0.0707]
     rows.append({**rows[-1], "seed": 2, "status": "diverged", "val_loss": float("nan")})  # width 512 at 2^-8
-    assert module.spread_by_position(pl.DataFrame(rows))[1][1] == 1
+    assert measure(rows)[1][1] == 1
     sides = module.by_side({-2: (0.1, 2), -1: (0.2, 2), 0: (0.3, 1), 1: (0.4, 4)}, fallback=9.0)
     assert sides == {-1: pytest.approx(0.025 ** 0.5), 0: 9.0, 1: 0.4}
 

@@ -28,11 +28,10 @@ from deltamup.reports import analysis, intervals
 MIN_DOF = 4  # degrees of freedom a side needs for its own σ
 
 
-def spread_by_position(trials: pl.DataFrame) -> dict[int, tuple[float, int]]:
+def spread_by_position(losses: pl.DataFrame, curves: pl.DataFrame) -> dict[int, tuple[float, int]]:
     """{position: (pooled seed SD of the loss in nats, degrees of freedom)}, position = the LR's grid index minus
-    its width's best grid LR's (on the report's curve), over cells with ≥ 2 finished seeds, all finite."""
-    losses = analysis.trial_losses(trials).filter(~pl.col("failed"))
-    curves = analysis.lr_curves(trials)
+    its width's best grid LR's (on the report's curve), over cells with ≥ 2 finished seeds, all finite. `losses`:
+    the finished trials with `loss` (analysis.trial_losses); `curves`: analysis.lr_curves."""
     pooled: dict[int, list[tuple[float, int]]] = {}
     for key, curve in curves.filter(pl.col("n_seeds") > 0).sort([*analysis.KEYS, "lr"]).group_by(
             analysis.KEYS, maintain_order=True):
@@ -67,7 +66,7 @@ def slopes(trials: pl.DataFrame, sides: dict[int, float] | None) -> pl.DataFrame
     def thin_scatter(width: intervals.Width, noise: float) -> np.ndarray:
         best = int(np.argmin(np.where(np.isfinite(width.curve), width.curve, np.inf)))
         sigma = np.array([sides[int(np.sign(j - best))] for j in range(len(width.x))])
-        return np.where(width.seeds_per_lr < intervals.MIN_SEEDS, sigma / np.sqrt(width.seeds_per_lr), 0.0)
+        return report(width, 1.0) * sigma  # the report's rule (where, and ÷ √n) with each LR's own σ
 
     if sides is not None:
         intervals.thin_scatter = thin_scatter
@@ -92,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     spreads, rows = [], []
     for s in args.sweeps:
         trials = analysis.load_sweep(s).trials
-        spread = spread_by_position(trials)
-        noise, source = intervals.fit_noise(analysis.trial_losses(trials).filter(~pl.col("failed")),
-                                            analysis.lr_curves(trials), analysis.KEYS)
+        losses, curves = analysis.trial_losses(trials).filter(~pl.col("failed")), analysis.lr_curves(trials)
+        spread = spread_by_position(losses, curves)
+        noise, source = intervals.fit_noise(losses, curves, analysis.KEYS)
         sides = by_side(spread, noise)
         spreads.append(f"| {s} | {noise:.4f} ({source}) | "
                        + "; ".join(f"{k:+d}: {sd:.4f} ({dof})" for k, (sd, dof) in spread.items())
