@@ -220,10 +220,11 @@ def _copied(states: Any, only: set[tuple[str, int]] | None = None,
 def restore(checkpointing: Checkpointing, model: nn.Module, optimizer: torch.optim.Optimizer,
             result: Result) -> Result:
     """Loads the checkpoint at checkpointing.path into `model`, `optimizer`, torch's RNG and checkpointing.extra and
-    returns its result so far; returns `result` unchanged when there is none, or when it is unreadable or of another
-    fingerprint (then it is removed, said in one line on stderr)."""
+    returns its result so far; returns `result` unchanged when there is none, or when it is unreadable, of another
+    fingerprint or of other param groups than `optimizer`'s (code that groups the parameters otherwise: then it is
+    removed, said in one line on stderr, before anything is loaded)."""
     checkpointing.saved_at = time.monotonic()
-    state = _read(checkpointing)
+    state = _read(checkpointing, optimizer)
     if state is None:
         return result
     if sharded(model):  # every rank keeps its shards of the full state
@@ -249,8 +250,13 @@ def discard(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def _read(checkpointing: Checkpointing) -> dict[str, Any] | None:
-    """The checkpoint's contents if it is there, readable and of checkpointing.fingerprint."""
+def _group_sizes(optimizer_state: Mapping[str, Any]) -> list[int]:
+    return [len(group["params"]) for group in optimizer_state["param_groups"]]
+
+
+def _read(checkpointing: Checkpointing, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+    """The checkpoint's contents if it is there, readable, of checkpointing.fingerprint and of `optimizer`'s param
+    groups (their number and sizes)."""
     path = checkpointing.path
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -259,9 +265,12 @@ def _read(checkpointing: Checkpointing) -> dict[str, Any] | None:
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         problem = f"unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     else:
-        if isinstance(state, dict) and state.get("fingerprint") == checkpointing.fingerprint:
+        if not isinstance(state, dict) or state.get("fingerprint") != checkpointing.fingerprint:
+            problem = "of another configuration"
+        elif _group_sizes(state["optimizer"]) != _group_sizes(optimizer.state_dict()):
+            problem = "of other param groups (saved by code that groups the parameters otherwise)"
+        else:
             return state
-        problem = "of another configuration"
     print(f"checkpoint {path} is {problem}: removed, training starts from step 0", file=sys.stderr, flush=True)
     path.unlink(missing_ok=True)
     return None
