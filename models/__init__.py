@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from .config import KINDS, ModelConfig, Multipliers
 from .lm import DeltaLM
-from .roles import Role, role_of, tagged
+from .roles import GATE_MATRICES, Role, role_of, tagged
 
-__all__ = ["KINDS", "ModelConfig", "Multipliers", "DeltaLM", "Role", "role_of", "tagged"]
+__all__ = ["KINDS", "ModelConfig", "Multipliers", "DeltaLM", "Role", "GATE_MATRICES", "role_of", "tagged"]

@@ -39,7 +39,7 @@ class DeltaMixer(nn.Module):
         self.v_proj = Linear(d, n * H * dv, Role.HIDDEN)
         self.g_proj = Linear(d, H * dv, Role.HIDDEN)
         self.o_proj = Linear(H * dv, d, Role.HIDDEN)
-        self.b_proj = Linear(d, n * H, Role.GATE_MATRIX)
+        self.b_proj = Linear(d, n * H, Role.BETA_MATRIX)
         conv = config.conv_backend
         self.q_conv = ShortConv(H * dk, config.conv_size, dk, conv)  # q, k L2-normalized per head
         self.k_conv = ShortConv(n * H * dk, config.conv_size, dk, conv)

@@ -29,6 +29,7 @@ from .infer import Growth, Structure, classify, growth, structure
 from .multipliers import FIELDS, Site, install, uninstall
 from .registry import ResolvedRule, build_optimizer, check_optimizer, get, multipliers, param_groups, resolve
 from .rolemap import RoleMap, check_fused_readout, get_map
+from .table import Parametrization
 
 RECORD = "deltamup.parametrized/1"
 
@@ -132,6 +133,17 @@ def multiplier_sites(struct: Structure, fields: list[str]) -> tuple[list[Site], 
     return sites, missing
 
 
+def check_beta_told_apart(p: Parametrization, roles: Mapping[str, Role]) -> None:
+    """ValueError where `p` gives W_β a rule of its own but the model's W_β sits among its gate matrices (shapes alone
+    cannot tell W_β from W_α, and Qwen3-Next holds both in one matrix): it would silently train at W_α's rule."""
+    found = set(roles.values())
+    if (p.rules[Role.BETA_MATRIX] != p.rules[Role.GATE_MATRIX] and Role.GATE_MATRIX in found
+            and Role.BETA_MATRIX not in found):
+        raise ValueError(f"{p.name} gives W_β a rule of its own, but this model's W_β is not told apart from its "
+                         "gate matrices: name it with roles={name: Role.BETA_MATRIX} (a matrix that holds W_β "
+                         "and W_α together cannot take two rules)")
+
+
 def parametrize(model: nn.Module, parametrization: str, optimizer: str = "adamw", base_model: nn.Module | None = None,
                 delta_model: nn.Module | None = None, roles: RoleMap | str | Mapping[str, Role] | None = None,
                 init: bool = True, generator: torch.Generator | None = None) -> Parametrized:
@@ -157,6 +169,7 @@ def parametrize(model: nn.Module, parametrization: str, optimizer: str = "adamw"
         more = f" … ({len(problems)} in all)" if len(problems) > 6 else ""
         raise ValueError(f"cannot classify {len(problems)} parameter{'s' * (len(problems) > 1)} (* = grows with "
                          f"width): {listed}{more}; give them roles with roles={{name: Role}} or a RoleMap")
+    check_beta_told_apart(p, found)
     embedding = [n for n, r in found.items() if r is Role.EMBEDDING]
     if not embedding:
         raise ValueError("no token embedding found (an nn.Embedding or a [vocab, width] parameter): the width is "

@@ -9,7 +9,8 @@ widths; without a delta model, between the base model and the model). Then, per 
     1             nn.Embedding weight; else the first [n, d]    embedding  (n: the vocabulary, fixed)
                   parameter that is no nn.Linear's weight
     1             [n, d] with n = the embedding's vocabulary    readout    (an untied output layer)
-    1             [h, d], any other fixed h                     gate_matrix
+    1             [h, d], any other fixed h                     gate_matrix (W_α and W_β alike: shapes cannot
+                                                                tell them apart; a role map names W_β beta_matrix)
     1             [c, 1, k] (a depthwise convolution)           conv
     0 or 1        a vector of a normalisation module            norm_gain  (class name containing "Norm")
     0             a vector of a module that also holds a gate   gate_scalar
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from deltamup.models.roles import Role
+from deltamup.models.roles import GATE_MATRICES, Role
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def classify(model: nn.Module, shapes: Mapping[str, Growth], known: Mapping[str,
             roles[name] = Role.NORM_GAIN
         else:
             pending.append(name)
-    gated = {_owner(model, n)[0] for n, r in roles.items() if r is Role.GATE_MATRIX}
+    gated = {_owner(model, n)[0] for n, r in roles.items() if r in GATE_MATRICES}
     gated |= {p.rpartition(".")[0] for p in gated}  # the module holding a gate-matrix Linear
     problems = {}
     for name in pending:
@@ -199,7 +200,7 @@ def structure(model: nn.Module, roles: Mapping[str, Role]) -> Structure:
         logits = next((n for n, m in model.named_modules(remove_duplicate=False)
                        if tied is not None and getattr(m, "weight", None) is tied and n != embedding_module), None)
     scalars = {_owner(model, n)[0] for n, r in roles.items() if r is Role.GATE_SCALAR}
-    matrices = {_owner(model, n)[0].rpartition(".")[0] for n, r in roles.items() if r is Role.GATE_MATRIX}
+    matrices = {_owner(model, n)[0].rpartition(".")[0] for n, r in roles.items() if r in GATE_MATRICES}
     order = [n for n, _ in model.named_modules()]
     mixers = []
     for name in sorted((scalars | matrices) - {""}, key=order.index):  # the model itself is no mixer

@@ -100,7 +100,8 @@ FLA = RoleMap("fla", (
     (r"(^|\.)embeddings\.weight$", Role.EMBEDDING),
     (r"(^|\.)lm_head\.weight$", Role.READOUT),
     (r"\.(A_log|dt_bias)$", Role.GATE_SCALAR),
-    (r"\.(a_proj|b_proj)\.weight$", Role.GATE_MATRIX),
+    (r"\.a_proj\.weight$", Role.GATE_MATRIX),
+    (r"\.b_proj\.weight$", Role.BETA_MATRIX),
     (r"_conv1d\.weight$", Role.CONV),
     (r"norm\.weight$", Role.NORM_GAIN),  # attn_norm, mlp_norm, o_norm, the final norm
     (r"\.(q|k|v|g|o)_proj\.weight$", Role.HIDDEN),
@@ -119,7 +120,8 @@ FLA = RoleMap("fla", (
 # = W_q, W_k, W_v and the output gate's W_g in one matrix; in_proj_ba = W_β and W_α; one depthwise conv over q, k, v;
 # the gated RMSNorm `norm`; out_proj), gated softmax-attention layers `self_attn`, dense or mixture-of-experts MLPs.
 # The MoE router (mlp.gate, [experts, d]) and the shared expert's gate ([1, d]) project the width onto a fixed number
-# of gate logits, as W_α and W_β do onto the heads: they take the gate-matrix rules. Qwen3-Next's RMSNorm weights
+# of gate logits, as W_α and W_β do onto the heads: they take the gate-matrix rules, as does in_proj_ba (W_β and W_α
+# in one matrix, so a table that gives W_β a rule of its own cannot apply to it). Qwen3-Next's RMSNorm weights
 # are offsets (gain = 1 + w, initialised to 0): still gains, trained as such.
 QWEN3_NEXT_MULTIPLIERS = SiteMap("qwen3-next", (
     (r"(^|\.)embed_tokens$", "embedding", "output"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deltamup.models.roles import Role
+from deltamup.models.roles import GATE_MATRICES, Role
 
 from .scale import NO_DECAY, d, m
 from .table import FLAT, GROWS, Parametrization, RoleRule, Slope
@@ -38,6 +38,7 @@ SP = Parametrization(
         Role.READOUT: RoleRule(init=SIGMA, lr=1),
         Role.HIDDEN: RoleRule(init=SIGMA, lr=1),
         Role.GATE_MATRIX: RoleRule(init=SIGMA, lr=1),
+        Role.BETA_MATRIX: RoleRule(init=SIGMA, lr=1),
         Role.GATE_SCALAR: RoleRule(init=None, lr=1, wd=NO_DECAY),
         Role.CONV: RoleRule(init=None, lr=1),
         Role.NORM_GAIN: RoleRule(init=None, lr=1, wd=NO_DECAY),
@@ -65,6 +66,7 @@ MUP = Parametrization(
         Role.READOUT: RoleRule(init=SIGMA, lr={"adamw": 1, "sgd": m}, wd={"adamw": 1, "sgd": 1 / m}),
         Role.HIDDEN: RoleRule(init=SIGMA * m**-0.5, lr={"adamw": 1 / m, "sgd": 1}, wd={"adamw": m, "sgd": 1}),
         Role.GATE_MATRIX: RoleRule(init=SIGMA, lr={"adamw": 1, "sgd": m}, wd={"adamw": 1, "sgd": 1 / m}),
+        Role.BETA_MATRIX: RoleRule(init=SIGMA, lr={"adamw": 1, "sgd": m}, wd={"adamw": 1, "sgd": 1 / m}),
         Role.GATE_SCALAR: RoleRule(init=None, lr=1, wd=NO_DECAY),
         Role.CONV: RoleRule(init=None, lr={"adamw": 1, "sgd": m}, wd={"adamw": 1, "sgd": 1 / m}),
         Role.NORM_GAIN: RoleRule(init=None, lr={"adamw": 1, "sgd": m}, wd=NO_DECAY),
@@ -91,6 +93,7 @@ GDN_MUP = Parametrization(
         Role.READOUT: RoleRule(init=SIGMA, lr={"adamw": 1, "sgd": m}),
         Role.HIDDEN: RoleRule(init=SIGMA * m**-0.5, lr={"adamw": 1 / m, "sgd": 1}),
         Role.GATE_MATRIX: RoleRule(init=SIGMA * m**-0.5, lr={"adamw": 1 / m, "sgd": m**-0.5}),
+        Role.BETA_MATRIX: RoleRule(init=SIGMA * m**-0.5, lr={"adamw": 1 / m, "sgd": m**-0.5}),
         Role.GATE_SCALAR: RoleRule(init=None, lr={"adamw": 1, "sgd": m**0.5}, wd=NO_DECAY),
         Role.CONV: RoleRule(init=None, lr={"adamw": 1, "sgd": m}),
         Role.NORM_GAIN: RoleRule(init=None, lr={"adamw": 1, "sgd": m}, wd=NO_DECAY),
@@ -101,7 +104,8 @@ GDN_MUP = Parametrization(
         "readout": Slope(None, 0.0, below=0.4),      # Θ(1) thanks to the √d multiplier
         "alpha_pre": THETA_1, "beta_pre": THETA_1,   # gate matrices initialised and trained like hidden ones
         "mixer_out": THETA_1, "mlp_out": THETA_1, "logits": LOGITS,
-        "update.hidden": UPDATE_1_OVER_D, "update.gate_matrix": UPDATE_1_OVER_D, "update.embedding": UPDATE_FLAT,
+        "update.hidden": UPDATE_1_OVER_D, "update.gate_matrix": UPDATE_1_OVER_D, "update.beta_matrix": UPDATE_1_OVER_D,
+        "update.embedding": UPDATE_FLAT,
     } for opt in ("adamw", "sgd")},
 )
 
@@ -118,6 +122,7 @@ GDN_MUP_CODE = Parametrization(
         Role.READOUT: RoleRule(init=SIGMA, lr={"adamw": 1, "sgd": m}),
         Role.HIDDEN: RoleRule(init=_C, lr={"adamw": 1 / m, "sgd": 1}),
         Role.GATE_MATRIX: RoleRule(init=_C, lr={"adamw": 1 / m, "sgd": m**-0.5}),
+        Role.BETA_MATRIX: RoleRule(init=_C, lr={"adamw": 1 / m, "sgd": m**-0.5}),
         Role.GATE_SCALAR: RoleRule(init=None, lr={"adamw": 1, "sgd": m**0.5}, wd=NO_DECAY),
         Role.CONV: RoleRule(init=_C, lr={"adamw": 1 / m, "sgd": 1}),
         Role.NORM_GAIN: RoleRule(init=None, lr={"adamw": 1 / m, "sgd": 1}, wd=NO_DECAY),
@@ -152,7 +157,7 @@ GDN_MUP_NOSQRTD = replace(
 # Parameterizations and Optimizers": a fixed ε meets gradients that shrink with width). The exponents are the
 # gradients' measured ones at initialisation (docs/theory.md): d^-1 for the matrices, embedding, convs and gains,
 # d^-1/2 for the gate matrices and scalars.
-_EPS = {Role.GATE_MATRIX: m**-0.5, Role.GATE_SCALAR: m**-0.5}
+_EPS = {Role.GATE_MATRIX: m**-0.5, Role.BETA_MATRIX: m**-0.5, Role.GATE_SCALAR: m**-0.5}
 GDN_MUP_ADAMEPS = replace(
     GDN_MUP, name="gdn-mup-adameps",
     summary="GDN-µP with AdamW's ε scaled like each role's gradient (1/m; 1/√m for the gates).",
@@ -164,14 +169,15 @@ GDN_MUP_ADAMEPS = replace(
 # (AdamW LR × 1; SGD × m), A_log and dt_bias at the base LR — GDN-µP's √d and every other rule kept. What the gate
 # rules alone buy: the gate pre-activations then grow like √d at init (GATE_BLOWUP), as under naive µP.
 _MUP_GATES = {role: replace(GDN_MUP.rules[role], init=MUP.rules[role].init, lr=MUP.rules[role].lr)
-              for role in (Role.GATE_MATRIX, Role.GATE_SCALAR)}
+              for role in (*GATE_MATRICES, Role.GATE_SCALAR)}
+_GATE_UPDATES = {f"update.{role}" for role in GATE_MATRICES}
 GDN_MUP_MUPGATES = replace(
     GDN_MUP, name="gdn-mup-mupgates",
     summary="GDN-µP with naive µP's gate rules (W_α, W_β: init σ, LR like vectors; A_log, dt_bias: base LR).",
     rules={**GDN_MUP.rules, **_MUP_GATES},
-    expect={opt: {**{k: v for k, v in probes.items() if k != "update.gate_matrix"},
+    expect={opt: {**{k: v for k, v in probes.items() if k not in _GATE_UPDATES},
                   "alpha_pre": GATE_BLOWUP, "beta_pre": GATE_BLOWUP,
-                  **({"update.gate_matrix": UPDATE_FLAT} if opt == "adamw" else {})}
+                  **({probe: UPDATE_FLAT for probe in _GATE_UPDATES} if opt == "adamw" else {})}
             for opt, probes in GDN_MUP.expect.items()})
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -181,10 +187,10 @@ GDN_MUP_MUPGATES = replace(
 GDN_MUP_SGDGATES = replace(
     GDN_MUP, name="gdn-mup-sgdgates",
     summary="GDN-µP with W_α, W_β's SGD learning rate × 1/m (the paper's: × 1/√m); AdamW as GDN-µP.",
-    rules={**GDN_MUP.rules,
-           Role.GATE_MATRIX: replace(GDN_MUP.rules[Role.GATE_MATRIX], lr={"adamw": 1 / m, "sgd": 1 / m})},
+    rules={**GDN_MUP.rules, **{role: replace(GDN_MUP.rules[role], lr={"adamw": 1 / m, "sgd": 1 / m})
+                               for role in GATE_MATRICES}},
     expect={**GDN_MUP.expect,
-            "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.gate_matrix"}})
+            "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k not in _GATE_UPDATES}})
 
 # ---------------------------------------------------------------------------------------------------------------
 # GDN-µP with the hidden matrices' SGD learning rate × 1/√m instead of µP's × 1: the rule that holds the first

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from deltamup import parametrizations
-from deltamup.models import ModelConfig, Role, role_of
+from deltamup.models import GATE_MATRICES, ModelConfig, Role, role_of
 from deltamup.models.layers import Linear
 from deltamup.models.reference_ops import reference_ops
 from deltamup.models.taps import record, recording, tap
@@ -186,7 +186,7 @@ def probe_sites(p: Parametrized) -> list[tuple[str, str, str]]:
                 for m, label, side in sites]
     s, model = p.structure, p.model
     sites = [(s.embedding, "embed", "output")] if s.embedding else []
-    gates = {n.rpartition(".")[0] for n, r in p.roles.items() if r is Role.GATE_MATRIX}
+    gates = {n.rpartition(".")[0] for n, r in p.roles.items() if r in GATE_MATRICES}
     for mixer in s.mixers:
         block = f"block{mixer.index}"
         if mixer.norm not in (None, "?"):

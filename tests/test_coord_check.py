@@ -42,16 +42,17 @@ def test_gdn_mup_probes_follow_the_theory(kind, optimizer, steps):
     # every probe the theory speaks about is judged, in every block, at every step
     for probe in ("embed", "logits", "block0.q", "block1.k", "block0.v", "block1.state", "block0.readout",
                   "block1.alpha_pre", "block0.beta_pre", "block1.mixer_out", "block0.mlp_out", "update.hidden",
-                  "update.gate_matrix"):
+                  "update.gate_matrix", "update.beta_matrix"):
         assert probe in set(judged["probe"]), probe
     assert len(judged) >= 24 * steps
     # every slope off its band is a deviation scaling/deviations.py documents (docs/theory.md explains each)
     new = slopes.filter(pl.col("verdict") == "new")
     assert new.is_empty(), f"slopes off the theory, not documented:\n{new}"
     assert set(judged["verdict"]) <= {"ok", "documented"}
-    exact = judged.filter(pl.col("probe").str.contains(r"^update\.(hidden|gate_matrix)$|^embed$")
+    exact = judged.filter(pl.col("probe").str.contains(r"^update\.(hidden|gate_matrix|beta_matrix)$|^embed$")
                           | (pl.col("probe").str.contains(r"\.(q|k)$") & (pl.col("step") == 0)))
-    assert len(exact) and exact["ok"].all()  # the sizes fixed by construction agree everywhere
+    # the sizes fixed by construction agree everywhere but at SGD's documented onset (W_α's update at t = 5)
+    assert len(exact) and exact.filter(pl.col("verdict") != "documented")["ok"].all()
 
 
 def test_sp_blows_up_with_width():

@@ -131,8 +131,9 @@ def test_at_the_base_width_the_eps_and_gate_variants_train_as_gdn_mup_and_part_f
         assert max(abs(a - b) for a, b in zip(losses(variant, 128, "adamw"), wide)) > 1e-6, variant
 
 
-@pytest.mark.parametrize("variant,role", [("gdn-mup-sgdgates", "gate_matrix"), ("gdn-mup-sgdhidden", "hidden")])
-def test_sgd_variant_moves_only_one_roles_sgd_learning_rate_by_one_over_sqrt_m(variant, role):
+@pytest.mark.parametrize("variant,roles", [("gdn-mup-sgdgates", {"gate_matrix", "beta_matrix"}),
+                                           ("gdn-mup-sgdhidden", {"hidden"})])
+def test_sgd_variant_moves_only_one_roles_sgd_learning_rate_by_one_over_sqrt_m(variant, roles):
     """gdn-mup-sgdgates: W_α, W_β's SGD LR × 1/m where GDN-µP's is × 1/√m; gdn-mup-sgdhidden: the hidden matrices'
     × 1/√m where GDN-µP's is × 1. Either is × 1/√m of GDN-µP's for its role (½ at m = 4); every other group, and
     every AdamW group, as GDN-µP's."""
@@ -143,5 +144,5 @@ def test_sgd_variant_moves_only_one_roles_sgd_learning_rate_by_one_over_sqrt_m(v
                for name in ("gdn-mup", variant)}
         assert lrs["gdn-mup"].keys() == lrs[variant].keys()
         for group_role, lr in lrs["gdn-mup"].items():
-            expected = 0.5 if (optimizer, str(group_role)) == ("sgd", role) else 1.0
+            expected = 0.5 if optimizer == "sgd" and str(group_role) in roles else 1.0
             assert lrs[variant][group_role] / lr == pytest.approx(expected), (optimizer, group_role)

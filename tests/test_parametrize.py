@@ -4,13 +4,16 @@ the same architecture, under every parametrization and optimizer; the multiplier
 bad input is one ValueError line."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from user_model import UserLM, ours_name
 
 from deltamup import parametrizations
-from deltamup.models import ModelConfig, Multipliers, role_of
-from deltamup.parametrizations import build_model, parametrize
+from deltamup.models import ModelConfig, Multipliers, Role, role_of
+from deltamup.parametrizations import build_model, parametrize, tables
+from deltamup.parametrizations.scale import m
 
 WIDTH, BASE, DELTA = 192, 64, 128
 
@@ -34,8 +37,9 @@ def test_user_model_gets_our_rules_from_shapes_alone(name: str, optimizer: str, 
     assert (p.width, p.base_width) == (WIDTH, BASE)
     theirs_params, ours_params = dict(user.named_parameters()), dict(ours.named_parameters())
     assert sorted(map(ours_name, theirs_params)) == sorted(ours_params)
-    for n in theirs_params:  # the role, hence the init std, of every parameter
-        assert p.roles[n] == role_of(ours_params[ours_name(n)]), n
+    for n in theirs_params:  # the role, hence the init std, of every parameter (W_β: shapes can't tell it from W_α)
+        ours_role = role_of(ours_params[ours_name(n)])
+        assert p.roles[n] == (Role.GATE_MATRIX if ours_role is Role.BETA_MATRIX else ours_role), n
         want = parametrizations.resolve(name, role_of(ours_params[ours_name(n)]), optimizer, WIDTH / BASE, WIDTH)
         assert p.rule(n).init_std == want.init_std, n
     lrs = by_param(user, p.build_optimizer(lr=0.01, weight_decay=0.1))
@@ -62,6 +66,25 @@ def test_sites_and_structure_found() -> None:
     assert {r["role"] for r in p.describe() if r["parameter"].endswith(("A_log", "dt_bias"))} == {"gate_scalar"}
     assert {r["role"] for r in p.describe() if "w_alpha" in r["parameter"] or "w_beta" in r["parameter"]} == {
         "gate_matrix"}
+
+
+def test_a_rule_for_w_beta_alone_needs_w_beta_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table that sets W_β apart from W_α refuses a model whose W_β only shapes found (it would train at W_α's
+    rule); named by roles=, W_β takes its own rule and W_α keeps GDN-µP's."""
+    gdn = parametrizations.get("gdn-mup")
+    steeper = {"adamw": m**-1.5, "sgd": m**-0.5}
+    variant = replace(gdn, name="w-beta-steeper",
+                      rules={**gdn.rules, Role.BETA_MATRIX: replace(gdn.rules[Role.BETA_MATRIX], lr=steeper)})
+    monkeypatch.setitem(tables.REGISTRY, variant.name, variant)
+    models = dict(base_model=UserLM(BASE), delta_model=UserLM(DELTA))
+    with pytest.raises(ValueError, match="W_β is not told apart"):
+        parametrize(UserLM(WIDTH), variant, "adamw", **models)
+    betas = {f"layers.{i}.mix.w_beta.weight": Role.BETA_MATRIX for i in range(2)}
+    p = parametrize(UserLM(WIDTH), variant, "adamw", roles=betas, **models)
+    lrs = by_param(p.model, p.build_optimizer(lr=0.01))
+    alpha, beta = lrs["layers.0.mix.w_alpha.weight"][0], lrs["layers.0.mix.w_beta.weight"][0]
+    assert beta == pytest.approx(alpha * (BASE / WIDTH) ** 0.5)
+    assert lrs["layers.0.mix.w_alpha.weight"][0] == pytest.approx(0.01 * BASE / WIDTH)
 
 
 def test_model_with_base_shapes_needs_no_delta_when_it_is_wider_and_one_when_not() -> None:

@@ -23,28 +23,35 @@ from pathlib import Path
 
 import polars as pl
 
-from deltamup.models import ModelConfig, Role
+from deltamup.models import GATE_MATRICES, ModelConfig, Role
 from deltamup.parametrizations import tables
 from deltamup.parametrizations.scale import m
 from deltamup.parametrizations.table import RoleRule
 from deltamup.scaling import coord_check
 
 BASE = tables.GDN_MUP
+
+
+def _changed(roles: tuple[Role, ...], **change) -> dict[Role, RoleRule]:
+    """GDN-µP's rules of `roles` with the same fields changed."""
+    return {role: dataclasses.replace(BASE.rules[role], **change) for role in roles}
+
+
+BOTH, BETA = GATE_MATRICES, (Role.BETA_MATRIX,)  # the paper's one gate-matrix class; W_β alone
 VARIANTS = {
     "gdn-mup": {},
     "conv+gain LR x1": {Role.CONV: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}),
                         Role.NORM_GAIN: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}, wd=0.0)},
     "gate scalars LR x1": {Role.GATE_SCALAR: RoleRule(init=None, lr={"adamw": 1, "sgd": 1}, wd=0.0)},
-    "gate matrices LR x1": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
-                                                       lr={"adamw": 1 / m, "sgd": 1})},
-    "gate matrices LR x1/m": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
-                                                         lr={"adamw": 1 / m, "sgd": 1 / m})},
+    "gate matrices LR x1": _changed(BOTH, lr={"adamw": 1 / m, "sgd": 1}),
+    "gate matrices LR x1/m": _changed(BOTH, lr={"adamw": 1 / m, "sgd": 1 / m}),
     "embedding LR x1": {Role.EMBEDDING: RoleRule(init=BASE.rules[Role.EMBEDDING].init, lr={"adamw": 1, "sgd": 1})},
     "hidden LR x1/sqrt(m)": {Role.HIDDEN: tables.GDN_MUP_SGDHIDDEN.rules[Role.HIDDEN]},  # gdn-mup-sgdhidden
-    "gate matrices AdamW LR x m^-3/2": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init,
-                                                                   lr={"adamw": m**-1.5, "sgd": m**-0.5})},
-    "gate matrices init x m^-1/2 more": {Role.GATE_MATRIX: RoleRule(init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5,
-                                                                    lr=BASE.rules[Role.GATE_MATRIX].lr)},
+    "gate matrices AdamW LR x m^-3/2": _changed(BOTH, lr={"adamw": m**-1.5, "sgd": m**-0.5}),
+    "gate matrices init x m^-1/2 more": _changed(BOTH, init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5),
+    # W_β alone, W_α as GDN-µP's (docs/theory.md item 6: block 0's W_β x grows like d^+0.24 under AdamW, W_α x not)
+    "W_beta AdamW LR x m^-3/2": _changed(BETA, lr={"adamw": m**-1.5, "sgd": m**-0.5}),
+    "W_beta AdamW LR x m^-5/4": _changed(BETA, lr={"adamw": m**-1.25, "sgd": m**-0.5}),
     # the hidden matrices' AdamW LR exponent −0.7 instead of µP's −1: undoes the d^-0.3 by which their accumulated
     # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long/README.md, "Depth 8: every
     # hidden matrix's update lines up less with its input")
