@@ -205,6 +205,19 @@ GDN_MUP_SGDHIDDEN = replace(
     expect={**GDN_MUP.expect,
             "sgd": {k: v for k, v in GDN_MUP.expect["sgd"].items() if k != "update.hidden"}})
 
+# ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with W_β's AdamW learning rate × m^-5/4 instead of the paper's × 1/m (W_α keeps × 1/m): the rule that holds
+# block 0's W_β x in its band in the 100-step AdamW check, widths 128–1024, three seeds, where GDN-µP's grows like
+# d^+0.24 (docs/theory.md item 6). SGD is GDN-µP's. W_β's update slope then differs under AdamW and is not judged.
+# A model whose W_β shapes alone found (a gate matrix) is refused: name it Role.BETA_MATRIX.
+GDN_MUP_BETALR = replace(
+    GDN_MUP, name="gdn-mup-betalr",
+    summary="GDN-µP with W_β's AdamW learning rate × m^-5/4 (the paper's: × 1/m, as W_α's); SGD as GDN-µP.",
+    rules={**GDN_MUP.rules,
+           Role.BETA_MATRIX: replace(GDN_MUP.rules[Role.BETA_MATRIX], lr={"adamw": m**-1.25, "sgd": m**-0.5})},
+    expect={**GDN_MUP.expect,
+            "adamw": {k: v for k, v in GDN_MUP.expect["adamw"].items() if k != "update.beta_matrix"}})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
-                                                            GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN)}
+                                                            GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR)}

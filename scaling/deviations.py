@@ -62,7 +62,7 @@ DOCUMENTED: tuple[Deviation, ...] = (
     Deviation("gdn-mup", "adamw", "block{last}.state", 5, 5, 5,
               "state at t = 5 just below its band (β and the decay both trained)"),
     Deviation("gdn-mup", "adamw", "block0.beta_pre", 2, None, 6,
-              "block 0's W_β x grows slightly under AdamW after t = 2 (+0.13…+0.15); open", kind="gdn"),
+              "block 0's W_β x grows under AdamW after t = 2: W_β's LR exponent, × m^-5/4 holds it", kind="gdn"),
     Deviation("gdn-mup", "adamw", "block0.mlp_out", 50, None, 7,
               "block 0's MLP output change shrinks late in a long cosine run (−0.38…−0.57 from t = 50); open",
               kind="gdn"),

@@ -4,18 +4,16 @@ the same architecture, under every parametrization and optimizer; the multiplier
 bad input is one ValueError line."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 from user_model import UserLM, ours_name
 
 from deltamup import parametrizations
 from deltamup.models import ModelConfig, Multipliers, Role, role_of
-from deltamup.parametrizations import build_model, parametrize, tables
-from deltamup.parametrizations.scale import m
+from deltamup.parametrizations import build_model, parametrize
 
 WIDTH, BASE, DELTA = 192, 64, 128
+BETAS = {f"layers.{i}.mix.w_beta.weight": Role.BETA_MATRIX for i in range(2)}  # W_β named, the rest from shapes
 
 
 def config(tied: bool) -> ModelConfig:
@@ -33,13 +31,16 @@ def by_param(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[s
 def test_user_model_gets_our_rules_from_shapes_alone(name: str, optimizer: str, tied: bool) -> None:
     ours = build_model(config(tied), name, optimizer, seed=0)
     user = UserLM(WIDTH, tied=tied)
-    p = parametrize(user, name, optimizer, base_model=UserLM(BASE, tied=tied), delta_model=UserLM(DELTA, tied=tied))
+    rules = parametrizations.get(name).rules  # a table with a rule for W_β alone needs W_β named: shapes can't tell
+    roles = BETAS if rules[Role.BETA_MATRIX] != rules[Role.GATE_MATRIX] else None
+    p = parametrize(user, name, optimizer, base_model=UserLM(BASE, tied=tied), delta_model=UserLM(DELTA, tied=tied),
+                    roles=roles)
     assert (p.width, p.base_width) == (WIDTH, BASE)
     theirs_params, ours_params = dict(user.named_parameters()), dict(ours.named_parameters())
     assert sorted(map(ours_name, theirs_params)) == sorted(ours_params)
     for n in theirs_params:  # the role, hence the init std, of every parameter (W_β: shapes can't tell it from W_α)
         ours_role = role_of(ours_params[ours_name(n)])
-        assert p.roles[n] == (Role.GATE_MATRIX if ours_role is Role.BETA_MATRIX else ours_role), n
+        assert p.roles[n] == (Role.GATE_MATRIX if ours_role is Role.BETA_MATRIX and not roles else ours_role), n
         want = parametrizations.resolve(name, role_of(ours_params[ours_name(n)]), optimizer, WIDTH / BASE, WIDTH)
         assert p.rule(n).init_std == want.init_std, n
     lrs = by_param(user, p.build_optimizer(lr=0.01, weight_decay=0.1))
@@ -68,23 +69,16 @@ def test_sites_and_structure_found() -> None:
         "gate_matrix"}
 
 
-def test_a_rule_for_w_beta_alone_needs_w_beta_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A table that sets W_β apart from W_α refuses a model whose W_β only shapes found (it would train at W_α's
-    rule); named by roles=, W_β takes its own rule and W_α keeps GDN-µP's."""
-    gdn = parametrizations.get("gdn-mup")
-    steeper = {"adamw": m**-1.5, "sgd": m**-0.5}
-    variant = replace(gdn, name="w-beta-steeper",
-                      rules={**gdn.rules, Role.BETA_MATRIX: replace(gdn.rules[Role.BETA_MATRIX], lr=steeper)})
-    monkeypatch.setitem(tables.REGISTRY, variant.name, variant)
+def test_a_rule_for_w_beta_alone_needs_w_beta_named() -> None:
+    """A table that sets W_β apart from W_α (gdn-mup-betalr) refuses a model whose W_β only shapes found (it would
+    train at W_α's rule); named by roles=, W_β takes its own rule (AdamW × m^-5/4) and W_α keeps GDN-µP's (× 1/m)."""
     models = dict(base_model=UserLM(BASE), delta_model=UserLM(DELTA))
     with pytest.raises(ValueError, match="W_β is not told apart"):
-        parametrize(UserLM(WIDTH), variant, "adamw", **models)
-    betas = {f"layers.{i}.mix.w_beta.weight": Role.BETA_MATRIX for i in range(2)}
-    p = parametrize(UserLM(WIDTH), variant, "adamw", roles=betas, **models)
+        parametrize(UserLM(WIDTH), "gdn-mup-betalr", "adamw", **models)
+    p = parametrize(UserLM(WIDTH), "gdn-mup-betalr", "adamw", roles=BETAS, **models)
     lrs = by_param(p.model, p.build_optimizer(lr=0.01))
     alpha, beta = lrs["layers.0.mix.w_alpha.weight"][0], lrs["layers.0.mix.w_beta.weight"][0]
-    assert beta == pytest.approx(alpha * (BASE / WIDTH) ** 0.5)
-    assert lrs["layers.0.mix.w_alpha.weight"][0] == pytest.approx(0.01 * BASE / WIDTH)
+    assert alpha == pytest.approx(0.01 * BASE / WIDTH) and beta == pytest.approx(0.01 * (BASE / WIDTH) ** 1.25)
 
 
 def test_model_with_base_shapes_needs_no_delta_when_it_is_wider_and_one_when_not() -> None:

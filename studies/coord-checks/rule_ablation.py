@@ -51,7 +51,7 @@ VARIANTS = {
     "gate matrices init x m^-1/2 more": _changed(BOTH, init=BASE.rules[Role.GATE_MATRIX].init * m**-0.5),
     # W_β alone, W_α as GDN-µP's (docs/theory.md item 6: block 0's W_β x grows like d^+0.24 under AdamW, W_α x not)
     "W_beta AdamW LR x m^-3/2": _changed(BETA, lr={"adamw": m**-1.5, "sgd": m**-0.5}),
-    "W_beta AdamW LR x m^-5/4": _changed(BETA, lr={"adamw": m**-1.25, "sgd": m**-0.5}),
+    "W_beta AdamW LR x m^-5/4": {Role.BETA_MATRIX: tables.GDN_MUP_BETALR.rules[Role.BETA_MATRIX]},  # gdn-mup-betalr
     # the hidden matrices' AdamW LR exponent −0.7 instead of µP's −1: undoes the d^-0.3 by which their accumulated
     # updates' alignment with their inputs falls at depth 8 (studies/coord-checks/long/README.md, "Depth 8: every
     # hidden matrix's update lines up less with its input")

@@ -14,6 +14,8 @@
 #       mech   the mechanisms one at a time at widths 256 and 1024, 3 seeds: GDN-µP without the √d before the norm
 #              (gdn-mup-nosqrtd), with naive µP's gate rules (gdn-mup-mupgates) and with Adam's ε per role
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
+#       betalr W_β's own AdamW LR (gdn-mup-betalr, × m^-5/4 where GDN-µP's is × 1/m; docs/theory.md item 6) the same
+#              way at widths 1024 and 2048 (at the base width 256 it is GDN-µP): a paired comparison by seed
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
 #              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
@@ -47,13 +49,22 @@ long_groups() {  # X, LONG and groups: the long parts' sweep directory, settings
     done
   done
 }
+around_gdn_mup() {  # "PARAMETRIZATIONS" WIDTH…: each width at GDN-µP's optimum g there and g/2, 2g, seeds 0–2
+  local PS=$1 W g; shift
+  for W in "$@"; do
+    g=$(optima optimum "$W" gdn-mup -9)
+    echo "$PS at width $W around GDN-µP's optimum 2^$g"
+    sweep --set "widths=[$W]" --set "parametrizations=[$PS]" --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" \
+          --set 'seeds=[0, 1, 2]'
+  done
+}
 two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
   for SEEDS in '[0]' '[1, 2]'; do
     sweep --set "widths=[$1]" --set 'parametrizations=[gdn-mup]' --set "lrs=$3" --set "seeds=$SEEDS"
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -75,13 +86,8 @@ for PART in "$@"; do
         sweep --set 'widths=[2048]' --set "parametrizations=[$P]" --set "lrs=$(lrs $((e + 1)) "$e" $((e - 1)))" \
               --set 'seeds=[0, 1, 2]'
       done ;;
-    mech)
-      for W in 256 1024; do
-        g=$(optima optimum "$W" gdn-mup -9)
-        echo "mechanisms at width $W around GDN-µP's optimum 2^$g"
-        sweep --set "widths=[$W]" --set 'parametrizations=[gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps]' \
-              --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" --set 'seeds=[0, 1, 2]'
-      done ;;
+    mech) around_gdn_mup "gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps" 256 1024 ;;
+    betalr) around_gdn_mup gdn-mup-betalr 1024 2048 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
       for P in mup gdn-mup-code; do
