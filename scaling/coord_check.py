@@ -453,9 +453,9 @@ def fit_slopes(coords: pl.DataFrame, parametrization: str, optimizer: str, kind:
 def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Path,
           measured_on: str | None = None, provenance: dict[str, str | None] | None = None) -> None:
     """coords.parquet, slopes.csv and check.json (what ran: the run's name, parametrization, optimizer, widths,
-    steps, lr, model, where it was measured, by which code on which data) in `out`; measured_on names the machine
-    (default: this check's device and precision), provenance the fingerprints of the code and data that measured it
-    (PROVENANCE; default: this process's code and this check's data)."""
+    steps, lr, seed, batch, model, where it was measured, by which code on which data) in `out`; measured_on names
+    the machine (default: this check's device and precision), provenance the fingerprints of the code and data that
+    measured it (PROVENANCE; default: this process's code and this check's data)."""
     out.mkdir(parents=True, exist_ok=True)
     provenance = provenance if provenance is not None else check.provenance()
     write_rows(coords.to_arrow(), out / "coords.parquet", provenance)
@@ -467,7 +467,8 @@ def write(check: CoordCheck, coords: pl.DataFrame, slopes: pl.DataFrame, out: Pa
                 widths=list(check.widths), steps=check.steps, lr=check.base_lr, kind=check.model_kind,
                 schedule=check.schedule, warmup_steps=check.warmup_steps, min_lr_ratio=check.min_lr_ratio,
                 grad_clip=check.grad_clip, weight_decay=check.weight_decay, eps=check.eps, every=check.every,
-                data=check.data or "sample",
+                seed=check.seed, batch_size=check.batch_size, seq_len=check.seq_len,
+                matrix_probes=check.matrix_probes, data=check.data or "sample",
                 model=check.model.to_dict() if check.model is not None else check.name, measured_on=measured_on,
                 code=provenance.get("code"), data_fingerprint=provenance.get("data"))
     (out / "check.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -146,8 +146,10 @@ def test_a_check_names_the_code_and_data_that_measured_it(tmp_path, capsys):
     meta = json.loads((tmp_path / "cc" / "check.json").read_text())
     assert (meta["code"], meta["data_fingerprint"]) == (measured["code"], measured["data"])
     assert coord_check.provenance_of(tmp_path / "cc" / "coords.parquet") == measured
-    assert main(["coord-check", *tiny, "--out", str(tmp_path / "sample")]) == 0
+    assert main(["coord-check", *tiny, "--seed", "3", "--out", str(tmp_path / "sample")]) == 0
     assert coord_check.provenance_of(tmp_path / "sample" / "coords.parquet") == {"code": measured["code"], "data": None}
+    meta = json.loads((tmp_path / "sample" / "check.json").read_text())  # and what a rerun needs: seed and batch
+    assert (meta["seed"], meta["batch_size"], meta["seq_len"], meta["matrix_probes"]) == (3, 2, 16, False)
     pl.read_parquet(raw).write_parquet(tmp_path / "bare.parquet")  # written by other code: no metadata
     assert main(["coord-check", *tiny, "--from-coords", str(tmp_path / "bare.parquet"), "--out",
                  str(tmp_path / "cc2")]) == 0
