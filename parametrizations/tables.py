@@ -209,8 +209,9 @@ GDN_MUP_SGDHIDDEN = replace(
 # GDN-µP with W_β's AdamW learning rate × m^-5/4 instead of the paper's × 1/m (W_α keeps × 1/m): the rule that holds
 # block 0's W_β x in its band in the 100-step AdamW check at depth 2, widths 128–1024, three seeds, where GDN-µP's
 # grows like d^+0.24; at depth 8 on the CPU, where it hardly grows, it makes it shrink (docs/theory.md item 6; the
-# 8-layer sweep's part `betalr` tests it at the study's budget). SGD is GDN-µP's. W_β's update slope then differs under AdamW and is not judged.
-# A model whose W_β shapes alone found (a gate matrix) is refused: name it Role.BETA_MATRIX.
+# 8-layer sweep's part `betalr` tests it at the study's budget). SGD is GDN-µP's. W_β's update slope then differs
+# under AdamW and is not judged. A model whose W_β shapes alone found (a gate matrix) is refused: name it
+# Role.BETA_MATRIX.
 GDN_MUP_BETALR = replace(
     GDN_MUP, name="gdn-mup-betalr",
     summary="GDN-µP with W_β's AdamW learning rate × m^-5/4 (the paper's: × 1/m, as W_α's); SGD as GDN-µP.",
