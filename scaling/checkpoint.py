@@ -250,8 +250,8 @@ def discard(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def _group_sizes(optimizer_state: Mapping[str, Any]) -> list[int]:
-    return [len(group["params"]) for group in optimizer_state["param_groups"]]
+def _group_sizes(param_groups: list[Mapping[str, Any]]) -> list[int]:
+    return [len(group["params"]) for group in param_groups]
 
 
 def _read(checkpointing: Checkpointing, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
@@ -267,7 +267,7 @@ def _read(checkpointing: Checkpointing, optimizer: torch.optim.Optimizer) -> dic
     else:
         if not isinstance(state, dict) or state.get("fingerprint") != checkpointing.fingerprint:
             problem = "of another configuration"
-        elif _group_sizes(state["optimizer"]) != _group_sizes(optimizer.state_dict()):
+        elif _group_sizes(state["optimizer"]["param_groups"]) != _group_sizes(optimizer.param_groups):
             problem = "of other param groups (saved by code that groups the parameters otherwise)"
         else:
             return state
