@@ -16,6 +16,9 @@
 #              (gdn-mup-adameps), each at GDN-µP's optimum g at that width and g/2, 2g
 #       betalr W_β's own AdamW LR (gdn-mup-betalr, × m^-5/4 where GDN-µP's is × 1/m; docs/theory.md item 6) the same
 #              way at widths 1024 and 2048 (at the base width 256 it is GDN-µP): a paired comparison by seed
+#       code   the paper's code variant alone (gdn-mup-code: c/√d inits, no √d before the norm, the mixer output
+#              × 1/m; unlike mech's variants it differs from GDN-µP at the base width too) at widths 256 and 1024,
+#              3 seeds, at GDN-µP's optimum there and its neighbours; `others` adds the rest of its cells
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
 #              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
@@ -64,7 +67,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr code others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -88,6 +91,7 @@ for PART in "$@"; do
       done ;;
     mech) around_gdn_mup "gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps" 256 1024 ;;
     betalr) around_gdn_mup gdn-mup-betalr 1024 2048 ;;
+    code) around_gdn_mup gdn-mup-code 256 1024 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
       for P in mup gdn-mup-code; do
