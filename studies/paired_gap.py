@@ -3,13 +3,13 @@
 The report's head-to-head compares each at its own best LR and at the base width's; this lists a − b (validation
 loss, nats) seed by seed at each common LR and at 25%, 50% and 100% of the steps, with their mean and its 90% interval
 (Student's t over the paired differences, as the report's head-to-head), so a gap that holds at every LR,
-or grows with the steps, shows as such. Finished trials only (a diverged seed leaves its pair out).
+or grows with the steps, shows as such. With EA EB, A at 2^EA against B at 2^EB instead (each at its own best LR,
+say), at every horizon. Finished trials only (a diverged seed leaves its pair out).
 
-    python3 studies/paired_gap.py DIR A B WIDTH     e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
+    python3 studies/paired_gap.py DIR A B WIDTH [EA EB]   e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import polars as pl
@@ -18,35 +18,53 @@ from deltamup.reports.analysis import horizons, load_sweep
 from deltamup.reports.intervals import mean_interval
 
 
-def gaps(trials: pl.DataFrame, a: str, b: str, width: int) -> pl.DataFrame:
-    """One row per (lr, horizon): the seeds both finished, a − b per seed and their mean."""
+def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] | None = None) -> pl.DataFrame:
+    """One row per (lr, horizon): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
+    where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB"."""
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width)
     steps = horizons(ok) or [(100, "val_loss")]
     rows = []
     for pct, metric in steps:
         pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"))
         pb = ok.filter(pl.col("parametrization") == b).select("lr", "seed", pl.col(metric).alias("b"))
-        pairs = pa.join(pb, on=["lr", "seed"]).sort("lr", "seed")
-        for (lr,), group in pairs.group_by("lr", maintain_order=True):
+        if lrs is None:
+            pairs = pa.join(pb, on=["lr", "seed"]).sort("lr", "seed")
+            label = pl.col("lr").log(2).round().cast(pl.Int64).cast(pl.String)
+        else:
+            pairs = pa.filter(pl.col("lr") == 2.0 ** lrs[0]).drop("lr").join(
+                pb.filter(pl.col("lr") == 2.0 ** lrs[1]).drop("lr"), on="seed").sort("seed")
+            label = pl.lit(f"{lrs[0]} / {lrs[1]}")
+        for (log2_lr,), group in pairs.with_columns(label.alias("log2_lr")).group_by("log2_lr", maintain_order=True):
             diff = (group["a"] - group["b"]).to_numpy()
             mean, lo, hi = mean_interval(diff)
-            rows.append({"log2_lr": round(math.log2(lr)), "horizon_pct": pct, "seeds": group["seed"].to_list(),
+            rows.append({"log2_lr": log2_lr, "horizon_pct": pct, "seeds": group["seed"].to_list(),
                          "a_minus_b": [round(d, 3) for d in diff], "mean": round(mean, 4),
                          "lo": None if lo is None else round(lo, 4), "hi": None if hi is None else round(hi, 4)})
-    return pl.DataFrame(rows).sort("log2_lr", "horizon_pct") if rows else pl.DataFrame()
+    if not rows:
+        return pl.DataFrame()
+    table = pl.DataFrame(rows)
+    if lrs is None:  # by LR (numerically), then horizon
+        return table.sort(pl.col("log2_lr").cast(pl.Int64), "horizon_pct")
+    return table.sort("horizon_pct")
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 4 or not argv[3].isdigit():
-        raise SystemExit("usage: python3 studies/paired_gap.py DIR A B WIDTH")
+    usage = "usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB]   (EA, EB: log2 of A's and B's LR)"
+    if len(argv) not in (4, 6) or not argv[3].isdigit():
+        raise SystemExit(usage)
+    try:
+        lrs = (int(argv[4]), int(argv[5])) if len(argv) == 6 else None
+    except ValueError:
+        raise SystemExit(usage) from None
     directory, a, b, width = argv[0], argv[1], argv[2], int(argv[3])
     try:
         trials = load_sweep(directory).trials
     except ValueError as e:
         raise SystemExit(f"paired_gap.py: {e}") from None
-    table = gaps(trials, a, b, width)
+    table = gaps(trials, a, b, width, lrs)
     if table.is_empty():
-        raise SystemExit(f"paired_gap.py: {a} and {b} share no finished (lr, seed) at width {width} in {directory}")
+        at = "(lr, seed)" if lrs is None else f"seed at 2^{lrs[0]} and 2^{lrs[1]}"
+        raise SystemExit(f"paired_gap.py: {a} and {b} share no finished {at} at width {width} in {directory}")
     print(f"{a} − {b}, val_loss (nats), width {width}, paired by seed ({directory})")
     print("| log2 LR | % of steps | seeds | a − b by seed | mean [90%] |")
     print("| --- | --- | --- | --- | --- |")

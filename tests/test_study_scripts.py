@@ -207,7 +207,7 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
                  "val_loss_h50": 1.0})  # b never ran 2^-4
     rows[-2]["status"] = "diverged"  # b at 2^-5, seed 1
     table = module.gaps(pl.DataFrame(rows), "a", "b", 256)
-    assert table["log2_lr"].to_list() == [-6, -6, -5, -5]
+    assert table["log2_lr"].to_list() == ["-6", "-6", "-5", "-5"]
     assert table["horizon_pct"].to_list() == [50, 100, 50, 100]
     assert table["seeds"].to_list() == [[0, 1], [0, 1], [0], [0]]
     assert table["a_minus_b"].to_list() == [[0.5, 0.5], [0.5, 0.5], [0.5], [0.5]]
@@ -216,6 +216,11 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
         pl.when(pl.col("parametrization") == "a").then(pl.col("val_loss") + pl.col("seed") * 0.2)
         .otherwise(pl.col("val_loss")).alias("val_loss")), "a", "b", 256).filter(pl.col("horizon_pct") == 100)
     assert unequal["mean"][0] == 0.6 and unequal["lo"][0] < 0.6 - 0.5 and unequal["hi"][0] > 0.6 + 0.5  # t(1): 6.3
+    crossed = module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-5, -6))  # a at 2^-5 against b at 2^-6
+    assert crossed["log2_lr"].to_list() == ["-5 / -6"] * 2 and crossed["horizon_pct"].to_list() == [50, 100]
+    assert crossed["seeds"].to_list() == [[0, 1], [0, 1]]  # b's diverged seed is at 2^-5, not in this pair
+    assert crossed["a_minus_b"].to_list() == [[round(0.5 + 2.0**-5 - 2.0**-6, 3)] * 2] * 2
+    assert module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-4, -4)).is_empty()  # b never ran 2^-4
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
