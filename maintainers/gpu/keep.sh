@@ -12,6 +12,14 @@
 # OUT_DIR/NAME.tgz: what part.sh runs beside the parts, so that a command the device's time limit kills still
 # brings back every trial that finished up to the last round:
 #   bash maintainers/gpu/keep.sh --every SECONDS WORK OUT_DIR
+# One compile cache serves every sweep directory of a study (a graph's cache key holds its shapes, so a sweep finds
+# what another compiled at the same width; every parametrization at a width shares one graph): before the parts,
+# each WORK/sweep* without a compile cache gets a copy of one that has one; after them, the caches of the sweeps that
+# ran since the file SINCE (their runs.jsonl is newer) are merged, no file overwritten, into the one that ran last,
+# whose path is printed (where none ran, the one with the largest cache): the one cache that goes back, so one cache
+# a study travels.
+#   bash maintainers/gpu/keep.sh --seed WORK
+#   bash maintainers/gpu/keep.sh --merge WORK SINCE
 # A .tgz is written under a temporary name and renamed when whole, so a kill never leaves a truncated one.
 set -u
 
@@ -48,6 +56,44 @@ restore() {  # CACHE.tgz DIR: the cache keep() wrote, whole or in parts, untarre
   if [ -f "$1.00" ]; then cat "$1".[0-9][0-9] | tar -C "$2" -xzf -; else tar -C "$2" -xzf "$1"; fi
 }
 
+seed() {  # WORK: every sweep directory without a compile cache gets a copy of the first one's that has one
+  local d src=
+  for d in "$1"/sweep*/; do [ -d "$d/compile-cache" ] && { src=${d%/}; break; }; done
+  [ -n "$src" ] || return 0
+  for d in "$1"/sweep*/; do
+    d=${d%/}
+    [ -d "$d/compile-cache" ] && continue
+    cp -r "$src/compile-cache" "$d/compile-cache" && echo "compile cache of $(basename "$d"): $(basename "$src")'s"
+  done
+}
+
+merge() {  # WORK SINCE: the ran sweeps' caches merged into the last one's; prints its directory
+  local d size last= largest= most=-1
+  for d in "$1"/sweep*/; do  # ran: its runs.jsonl is newer than SINCE
+    d=${d%/}
+    [ -d "$d/compile-cache" ] || continue
+    size=$(du -sk "$d/compile-cache" | cut -f1)
+    [ "$size" -gt "$most" ] && { most=$size; largest=$d; }
+    [ "$d/runs.jsonl" -nt "$2" ] || continue
+    if [ -z "$last" ] || [ "$d/runs.jsonl" -nt "$last/runs.jsonl" ]; then last=$d; fi
+  done
+  [ -n "$last" ] || { [ -z "$largest" ] || echo "$largest"; return 0; }
+  for d in "$1"/sweep*/; do
+    d=${d%/}
+    [ "$d" != "$last" ] && [ -d "$d/compile-cache" ] && [ "$d/runs.jsonl" -nt "$2" ] || continue
+    tar -C "$d/compile-cache" -cf - . | tar -C "$last/compile-cache" -xf - --skip-old-files || return 1
+  done
+  echo "$last"
+}
+
+if [ "${1:-}" = "--seed" ]; then
+  seed "$2"
+  exit
+fi
+if [ "${1:-}" = "--merge" ]; then
+  merge "$2" "$3"
+  exit
+fi
 if [ "${1:-}" = "--every" ]; then
   stop=
   trap 'stop=1' TERM  # runs once the command in flight ends; a background job ignores INT

@@ -8,10 +8,11 @@
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
-# Each sweep directory's compile cache (Inductor's and Triton's) comes back as $OUT/compile-cache/SWEEP.tgz (in
-# 15 MiB parts SWEEP.tgz.00, .01, … where larger: keep.sh); kept as .gpu/cache/STUDY/SWEEP.tgz* (git-ignored)
-# and carried (carry: [..., ".gpu/cache/STUDY"]), a fresh machine of the same kind starts from it instead of
-# compiling for minutes.
+# One compile cache (Inductor's and Triton's) comes back, $OUT/compile-cache/SWEEP.tgz (in 15 MiB parts SWEEP.tgz.00,
+# .01, … where larger: keep.sh): that of the sweep that ran last, with what the other sweeps that ran compiled merged
+# in. Kept as .gpu/cache/STUDY/SWEEP.tgz* (git-ignored, the only cache there) and carried (carry: [...,
+# ".gpu/cache/STUDY"]), a fresh machine of the same kind starts every sweep directory of the study from it
+# (keep.sh --seed) instead of compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
@@ -37,6 +38,9 @@ for CACHE in .gpu/cache/"$STUDY"/*.tgz .gpu/cache/"$STUDY"/*.tgz.00; do  # carri
   [ -d "$D" ] && continue
   bash maintainers/gpu/keep.sh --restore "$CACHE" "$D" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"
 done
+bash maintainers/gpu/keep.sh --seed "$WORK"  # the other sweep directories start from it too
+STARTED=$WORK/.parts-started  # the sweeps that run from here on append to their runs.jsonl
+touch "$STARTED"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
 SNAPSHOTS=$!
@@ -45,11 +49,15 @@ PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" bash "studies/$STUDY/run
   "$CORPUS/corpus" "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
+CACHED=$(bash maintainers/gpu/keep.sh --merge "$WORK" "$STARTED")  # the one sweep whose cache goes back
+mkdir -p "$OUT/compile-cache"
 for d in "$WORK"/sweep*/; do
   NAME=$(basename "$d")
-  mkdir -p "$OUT/compile-cache"
-  bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
-  ls "$OUT/compile-cache/$NAME".tgz* > /dev/null 2>&1 \
-    && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
+  if [ "${d%/}" = "$CACHED" ]; then
+    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
+    echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
+  else
+    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"
+  fi
 done
 exit "$rc"
