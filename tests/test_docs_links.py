@@ -64,3 +64,21 @@ def test_sweeps_table_is_what_the_committed_sweeps_give(sweeps):
     assert run.returncode == 0, run.stderr[-2000:]
     table = run.stdout.strip()
     assert table.count("\n") >= 2 and table in (ROOT / "benchmarks" / "sweeps.md").read_text()
+
+
+def test_forward_pass_table_is_what_the_committed_kernel_reports_give(tmp_path):
+    """benchmarks/kernels.md's pass-by-pass table is benchmarks/forward_passes.py's output over the committed reports;
+    a kernel the script cannot place ends it with one line, not a table that drops it."""
+    reports = ["benchmarks/logs/kernels-h100-blockwise-2026-12-05.md",
+               "benchmarks/logs/kernels-h100-blockwise-1warp-2026-12-05.md"]
+    run = subprocess.run([sys.executable, "benchmarks/forward_passes.py", *reports], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = run.stdout.strip()
+    assert table.count("\n") == 8 and table in (ROOT / "benchmarks" / "kernels.md").read_text()
+    odd = tmp_path / "odd.md"
+    odd.write_text("- 1, 64, 1, 16, 16: ours bf16: o 1e-3\n  - ours fwd kernels (ms): `new_kernel` 0.1\n"
+                   "  - fla fwd kernels (ms): `l2norm_fwd_kernel` 0.1\n")
+    bad = subprocess.run([sys.executable, "benchmarks/forward_passes.py", str(odd)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.count("\n") == 1 and "new_kernel" in bad.stderr
