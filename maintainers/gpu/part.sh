@@ -55,7 +55,8 @@ for d in "$WORK"/sweep*/; do
   NAME=$(basename "$d")
   if [ "${d%/}" = "$CACHED" ]; then
     bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
-    echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
+    ls "$OUT/compile-cache/$NAME".tgz* > /dev/null 2>&1 \
+      && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
   else
     bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"
   fi
