@@ -87,7 +87,7 @@ def delta_product(backend: str, n: int):
 @pytest.mark.parametrize("n,T,gate,l2", [
     (2, 35, "random", True),
     (2, 35, "none", False),
-    (2, 70, "random", False),   # 140 micro-rows: a second chunk of 64 tokens, its second chunk of micro-rows missing
+    (2, 70, "random", False),   # 140 micro-rows: three chunks, the last one ragged
     (3, 45, "random", True),    # 135 micro-rows: chunks end mid-token (64 = 21·3 + 1, 128 = 42·3 + 2), ragged last
     (3, 25, "none", False),
     (4, 20, "random", False),

@@ -64,34 +64,6 @@ def chunk_dv_local_bwd_kernel(
 
 
 @triton.jit
-def chunk_states_fill_kernel(
-    k, v_new, G, h_tok, h_all, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NKB: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
-):
-    """Grid (V / BV, ⌈NT / NH⌉, B·H); DeltaProduct_NH only. The state before each chunk of micro-rows (h_all
-    [B,H,NT,K,V]) from the forward's, before each chunk of C tokens (h_tok [B,H,⌈NT/NH⌉,K,V]): the token chunk's
-    first NH − 1 chunks of micro-rows replayed, h ← e^{G_C} h + Kᵀ (e^{G_C − G} ⊙ v_new), the state [K, BV] held
-    as NKB ≤ 4 fp32 blocks [BK, BV]."""
-    i_v, i_j, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = i_bh // H, i_bh % H
-    tok = i_b * T * H + i_h
-    rv = i_v * BV + tl.arange(0, BV)
-    b_h1, b_h2, b_h3, b_h4 = load_states(h_tok + (i_bh * tl.cdiv(NT, NH) + i_j) * K * V, rv, K, V, BK, BV, NKB,
-                                         True)
-    for m in tl.static_range(NH):
-        i_t = i_j * NH + m
-        if i_t < NT:
-            store_states(h_all + (i_bh * NT + i_t) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
-        if m < NH - 1:
-            t0 = i_t * C
-            b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-            p, msk = tile(t0, T, H, V, i_v * BV, C, BV)
-            b_r = tl.load(v_new + tok * V + p, mask=msk, other=0.0).to(tl.float32) * tl.exp(b_gl - b_G)[:, None]
-            b_h1, b_h2, b_h3, b_h4 = add_trans_states(b_h1, b_h2, b_h3, b_h4, tl.exp(b_gl), k + tok * K, t0, T, H,
-                                                      K, b_r, C, BK, NKB, PREC)
-
-
-@triton.jit
 def chunk_state_bwd_kernel(
     q, k, w, G, do, dht, dh_all, dv_local, dv_new, dh0,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
@@ -268,16 +240,11 @@ def chunk_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     BKp, BVp = parallel_tiles(K, V)
     launch(chunk_dv_local_bwd_kernel, (triton.cdiv(V, BVp), NT, B * H), (Aqk, do, dv_local, T),
            dict(H=H, V=V, C=C, BV=BVp, PREC=prec, NH=nh), candidates(OUT_CONFIGS, K, V))
-    dh_all = k.new_empty(B, H, NT, K, V)
+    dh_all = torch.empty_like(h_all)
     dv_new = torch.empty(B, T, H, V, dtype=operand, device=q.device)
     dh0 = torch.empty(B, H, K, V, **f32) if initial_state is not None else dv_local
     BK, NKB = state_blocks(K)
     configs, fallbacks = state_configs(K, BK, V, B * H)
-    if nh > 1:  # the forward kept the state before each chunk of tokens; this pass reads it before each of micro-rows
-        h_all, h_tok = k.new_empty(B, H, NT, K, V), h_all
-        launch(chunk_states_fill_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), triton.cdiv(NT, nh), B * H),
-               (k, v_new, G, h_tok, h_all, T, NT), dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, PREC=prec, NH=nh),
-               configs, fallbacks)
     launch(chunk_state_bwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),
            (q, k, w, G, do, dht if dht is not None else do, dh_all, dv_local, dv_new, dh0, scale, T, NT),
            dict(H=H, K=K, V=V, C=C, BK=BK, NKB=NKB, USE_DHT=dht is not None,

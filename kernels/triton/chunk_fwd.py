@@ -15,9 +15,7 @@ Q h's rows): the same products as on normalised inputs, with no pass of their ow
 the per-chunk pass computes r_k and r_q from the rows it loads anyway and stores them ([B,T,H] fp32) for the rest.
 DeltaProduct_NH (NH > 1) runs the same passes over T = T_tok·NH micro-rows, reading q [B,T_tok,H,K] and
 g [B,T_tok,H] through the row map (q at each token's last micro-row, g at its first, 0 elsewhere) and writing o
-[B,T_tok,H,V] only at last micro-rows: no interleaved copies, no output rows thrown away. It keeps h only before
-each chunk of C tokens (NH chunks of micro-rows), and the output pass works on those chunks: n_h times fewer
-state bytes written and read (the backward replays the states between: chunk_bwd.chunk_states_fill_kernel).
+[B,T_tok,H,V] only at last micro-rows: no interleaved copies, no output rows thrown away.
 The sequential pass holds the state of one V block as up to four K blocks of BK rows in fp32 registers
 (see state_blocks), so any K runs without padding it to a power of two.
 """
@@ -83,14 +81,14 @@ def chunk_gates(g, G_out, tq, tok, t0, T, H, C: tl.constexpr, NH: tl.constexpr, 
 
 
 @triton.jit
-def chunk_qk(q, k, tok, tq, t0, s0, T, H, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+def chunk_qk(q, k, tok, tq, t0, T, H, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
              NH: tl.constexpr, NORM: tl.constexpr):
-    """(Q Kᵀ [C, C] fp32, Σ q² [C] over each row of Q, with NORM; else zeros) of Q's chunk at rows t0.. and K's at
-    rows s0.. (q at q + tq·K with a row per token of NH micro-rows, at each token's last; k at k + tok·K)."""
+    """(Q Kᵀ [C, C] fp32, Σ q² [C] over each row of Q, with NORM; else zeros) of the chunk at rows t0.. (q at
+    q + tq·K with a row per token of NH micro-rows, at each token's last; k at k + tok·K)."""
     b_qk = tl.zeros([C, C], dtype=tl.float32)
     b_ss = tl.zeros([C], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
-        p_k, m_k = tile(s0, T, H, K, i_k * BK, C, BK)
+        p_k, m_k = tile(t0, T, H, K, i_k * BK, C, BK)
         p_q, m_q = tile(t0, T, H, K, i_k * BK, C, BK, NH, NH - 1)
         b_k = tl.load(k + tok * K + p_k, mask=m_k, other=0.0)
         b_q = tl.load(q + tq * K + p_q, mask=m_q, other=0.0)
@@ -201,8 +199,7 @@ def chunk_wu_aqk_fwd_kernel(
         else:
             _wu_block(v, u, tok, t0, T, H, V, (i_c - NW) * BV, b_T, b_beta, C, BV, PREC)
     else:
-        b_qk, b_ss = chunk_qk(q, k, tok, tok_base(i_b, i_h, T, H, NH), t0, t0, T, H, K, C, BK, PREC, NH,
-                               NORM)
+        b_qk, b_ss = chunk_qk(q, k, tok, tok_base(i_b, i_h, T, H, NH), t0, T, H, K, C, BK, PREC, NH, NORM)
         if NORM:
             b_rq = 1.0 / tl.sqrt(b_ss + NORM_EPS)
             tl.store(Rq + tok + rows * H, b_rq, mask=rows < T)
@@ -220,9 +217,8 @@ def chunk_state_fwd_kernel(
     SAVE: tl.constexpr = True, NORM: tl.constexpr = False,
 ):
     """Grid (V / BV, B·H); the state column block [K, BV] lives in NKB ≤ 4 fp32 blocks [BK, BV]. Walks the chunks
-    in order; writes ht and, with SAVE, the backward's: the state before each chunk of C tokens
-    (h_all [B,H,⌈NT/NH⌉,K,V], k's dtype: every NH-th chunk of micro-rows) and v_new [B,T,H,V]. Candidate configs
-    (tuning.py) fuse more of the forward into the walk:
+    in order; writes ht and, with SAVE, the backward's: the state before each chunk (h_all [B,H,NT,K,V], k's dtype)
+    and v_new [B,T,H,V]. Candidate configs (tuning.py) fuse more of the forward into the walk:
     FUSE_O: it also writes o as chunk_o_fwd_kernel does, from the h and v_new it holds, and the output pass is not
         run (a forward without SAVE runs only these);
     FUSE_U: it forms u = T (β ⊙ V) of its V block itself from v, β and Tinv, off the recurrence's critical path, and
@@ -240,9 +236,8 @@ def chunk_state_fwd_kernel(
     for i_t in range(NT):
         t0 = i_t * C
         b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        if SAVE and i_t % NH == 0:  # before each chunk of C tokens (NH chunks of micro-rows)
-            store_states(h_all + (i_bh * tl.cdiv(NT, NH) + i_t // NH) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK,
-                         NKB)
+        if SAVE:
+            store_states(h_all + (i_bh * NT + i_t) * K * V, b_h1, b_h2, b_h3, b_h4, rv, K, V, BK, NKB)
         p, m = tile(t0, T, H, V, i_v * BV, C, BV)
         if FUSE_U:
             p_c, m_c = tile(t0, T, H, C, 0, C, C)
@@ -303,50 +298,29 @@ def _store_o(o, Aqk, b_qh, b_G, b_vn, scale, t0, T, H, V, v0, C: tl.constexpr, B
 
 @triton.jit
 def chunk_o_fwd_kernel(
-    q, k, G, Aqk, h_all, v_new, o, Rq, Rk,
+    q, G, Aqk, h_all, v_new, o, Rq,
     scale, T, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, NH: tl.constexpr,
     NORM: tl.constexpr = False,
 ):
-    """Grid (V / BV, ⌈NT / NH⌉, B·H): o of one chunk of C tokens (its NH chunks of micro-rows) and V block, from the
-    state before it (h_all [B,H,⌈NT/NH⌉,K,V]). Micro-chunk m's rows i, with O_m the log-decay of the chunks before
-    it in the token chunk: o_i = scale e^{O_m + G_i} q_i h + (Aqk_m v_new_m)_i + Σ_{m' < m} scale Σ_j (q_i·k_j)
-    e^{O_m + G_i − O_m' − G_j} v_new_j (j over m''s rows; NH = 1: the first two terms). q and o have a row per token
-    of NH micro-rows, and o is stored at last micro-rows only. With NORM, Q's rows are scaled by r_q (Rq), K's by
-    r_k (Rk)."""
-    i_v, i_j, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    """Grid (V / BV, NT, B·H). o = scale e^G ⊙ (Q h) + Aqk v_new for one chunk and V block; q and o have a row per
+    token of NH micro-rows, and o is stored at last micro-rows only. With NORM, Q h's rows are scaled by r_q (Rq)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     tok = i_b * T * H + i_h
     tq = tok_base(i_b, i_h, T, H, NH)
+    t0 = i_t * C
     rv = i_v * BV + tl.arange(0, BV)
-    p_s = h_all + (i_bh * tl.cdiv(NT, NH) + i_j) * K * V
-    b_O = 0.0  # O_m (static_range unrolls the loop: from m = 1 on a tensor)
-    for m in tl.static_range(NH):
-        t0 = (i_j * NH + m) * C
-        b_G, b_gl = load_gates(G + tok, t0, T, H, C)
-        b_qh = tl.zeros([C, BV], dtype=tl.float32)
-        for i_k in range(tl.cdiv(K, BK)):
-            b_qh += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH,
-                             NH - 1)
-        if m > 0:
-            b_qh *= tl.exp(b_O)
-            b_R = b_O  # O_m − O_m', from m' = 0
-            for mp in tl.static_range(m):  # the token chunk's earlier chunks of micro-rows
-                s0 = (i_j * NH + mp) * C
-                b_Gp, b_glp = load_gates(G + tok, s0, T, H, C)
-                b_qk, _ = chunk_qk(q, k, tok, tq, t0, s0, T, H, K, C, BK, PREC, NH, False)
-                if NORM:
-                    b_qk *= _row_scalars(Rk + tok, s0, T, H, C)[None, :]
-                p, msk = tile(s0, T, H, V, i_v * BV, C, BV)
-                b_qh += mm(b_qk * tl.exp(b_R - b_Gp)[None, :], tl.load(v_new + tok * V + p, mask=msk, other=0.0),
-                           o, PREC)
-                b_R -= b_glp
-        if NORM:
-            b_qh *= _row_scalars(Rq + tok, t0, T, H, C)[:, None]
-        p, msk = tile(t0, T, H, V, i_v * BV, C, BV)
-        b_vn = tl.load(v_new + tok * V + p, mask=msk, other=0.0)
-        _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
-        b_O += b_gl
+    b_G, _ = load_gates(G + tok, t0, T, H, C)
+    p_s = h_all + (i_bh * NT + i_t) * K * V
+    b_qh = tl.zeros([C, BV], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        b_qh += dot_rows(q + tq * K, t0, T, H, K, i_k, load_state(p_s, i_k, rv, K, V, BK), C, BK, PREC, NH, NH - 1)
+    if NORM:
+        b_qh *= _row_scalars(Rq + tok, t0, T, H, C)[:, None]
+    p, m = tile(t0, T, H, V, i_v * BV, C, BV)
+    b_vn = tl.load(v_new + tok * V + p, mask=m, other=0.0)
+    _store_o(o + tq * V, Aqk + tok * C, b_qh, b_G, b_vn, scale, t0, T, H, V, i_v * BV, C, BV, PREC, NH)
 
 
 def chunk_solve(k: Tensor, g: Tensor | None, beta: Tensor, q_dtype: torch.dtype, V: int, nh: int = 1,
@@ -430,7 +404,7 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
     Rq, Rk = out.get("Rq", G), solved.get("Rk", G)
     BKp, BVp = parallel_tiles(K, V)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else G
-    h_all = torch.empty(B, H, triton.cdiv(NT, nh), K, V, dtype=k.dtype, device=k.device) if save else G
+    h_all = torch.empty(B, H, NT, K, V, dtype=k.dtype, device=k.device) if save else G
     v_new = torch.empty_like(v) if save else G
     o = v.new_empty(B, T // nh, H, V)
 
@@ -440,8 +414,8 @@ def chunk_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta: Tensor, s
 
     def output_pass(state_config: dict[str, int], _: Sequence) -> None:  # what a config without FUSE_O leaves to do
         if not state_config.get("FUSE_O", False):
-            launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), triton.cdiv(NT, nh), B * H),
-                   (q, k, G, Aqk, h_all, v_new, o, Rq, Rk, scale, T, NT),
+            launch(chunk_o_fwd_kernel, (triton.cdiv(V, BVp), NT, B * H),
+                   (q, G, Aqk, h_all, v_new, o, Rq, scale, T, NT),
                    dict(H=H, K=K, V=V, C=CHUNK, BK=BKp, BV=BVp, PREC=prec, NH=nh, NORM=norm),
                    candidates(OUT_CONFIGS, K, V))
     launch(chunk_state_fwd_kernel, lambda meta: (triton.cdiv(V, meta["BV"]), B * H),

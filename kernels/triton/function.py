@@ -60,7 +60,7 @@ def _(q, k, v, g, beta, scale, initial_state, output_final_state, nh, norm_qk=Fa
     V, NT, f32 = v.shape[-1], -(-T // CHUNK), torch.float32
     ht = k.new_empty(B, H, K, V, dtype=f32) if output_final_state else _empty(q)
     cm = dot_operand_dtype(q.dtype, K, V)
-    for_backward = (torch.empty_like(k), k.new_empty(B, H, -(-NT // nh), K, V), torch.empty_like(v)) if save \
+    for_backward = (torch.empty_like(k), k.new_empty(B, H, NT, K, V), torch.empty_like(v)) if save \
         else (_empty(q),) * 3
     return (v.new_empty(B, T // nh, H, V), ht, k.new_empty(B, T, H, dtype=f32), k.new_empty(B, T, H, CHUNK, dtype=cm),
             k.new_empty(B, T, H, CHUNK, dtype=cm), *for_backward)
