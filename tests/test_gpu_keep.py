@@ -1,5 +1,6 @@
-"""maintainers/gpu/keep.sh --seed / --merge: one compile cache serves every sweep directory of a study on the GPU
-machine, and the one that goes back holds what each sweep that ran compiled, no file overwritten."""
+"""maintainers/gpu/keep.sh: a sweep directory and its compile cache tarred apart for the trip back (the cache in
+xz, in parts where large) and restored; --seed / --merge: one compile cache serves every sweep directory of a study
+on the GPU machine, and the one that goes back holds what each sweep that ran compiled, no file overwritten."""
 from __future__ import annotations
 
 import os
@@ -53,3 +54,25 @@ def test_merge_returns_the_last_sweep_that_ran_with_the_others_files_added(tmp_p
     os.utime(since, (4000, 4000))  # nothing ran since: the largest cache goes back as it is
     assert _keep("--merge", work, since).stdout == f"{work}/sweep-4l\n"
     assert _keep("--merge", tmp_path / "empty", since).stdout == ""
+
+
+def test_a_kept_cache_in_parts_restores_whole(tmp_path: Path) -> None:
+    """The sweep's archive leaves its compile cache and Ray's folder out; the cache, in xz, comes in parts when over
+    KEEP_PART_BYTES, and --restore untars the parts as one."""
+    sweep = tmp_path / "sweep"
+    _write(sweep / "results/t.json", "{}")
+    _write(sweep / "ray/tmp.txt", "scratch")
+    kernel = os.urandom(50_000).hex()  # incompressible enough to need several 20 kB parts
+    _write(sweep / "compile-cache/triton/k/b.ptx", kernel)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "KEEP_PART_BYTES": "20000"}
+    kept = subprocess.run(["bash", str(KEEP), str(sweep), str(out / "sweep.tgz"), str(out / "sweep.txz")],
+                          capture_output=True, text=True, env=env)
+    assert kept.returncode == 0, kept.stderr
+    parts = sorted(p.name for p in out.glob("sweep.txz.*"))
+    assert len(parts) >= 2 and parts[0] == "sweep.txz.00" and not (out / "sweep.txz").exists()
+    listed = subprocess.run(["tar", "-tzf", str(out / "sweep.tgz")], capture_output=True, text=True).stdout
+    assert "./results/t.json" in listed and "ray" not in listed and "compile-cache" not in listed
+    assert _keep("--restore", out / "sweep.txz", tmp_path / "restored").returncode == 0
+    assert (tmp_path / "restored/triton/k/b.ptx").read_text() == kernel

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Tar a sweep directory for the trip back (Ray's temp folders, the driver lock, trial checkpoints and the
-# machine-specific compile cache left out); with CACHE.tgz, its compile cache (Inductor's and Triton's) separately,
+# machine-specific compile cache left out); with CACHE.txz, its compile cache (Inductor's and Triton's) separately,
 # for the next fresh machine of the same kind (same GPU, torch and Triton): untarred into SWEEP_DIR/compile-cache
 # there, the compile warm-up and --warm-kernels find their binaries instead of compiling for a minute or more
 # (git-ignored: keep it under .gpu/, never in a commit):
-#   bash maintainers/gpu/keep.sh SWEEP_DIR OUT.tgz [CACHE.tgz]
-# A cache over the 15 MiB a returned file may safely have (16 MiB the limit; KEEP_PART_BYTES overrides) comes as
-# parts CACHE.tgz.00, CACHE.tgz.01, … instead; the other form's files are removed. Untarred, whole or in parts:
-#   bash maintainers/gpu/keep.sh --restore CACHE.tgz DIR
+#   bash maintainers/gpu/keep.sh SWEEP_DIR OUT.tgz [CACHE.txz]
+# The cache in xz (its PTX, LLVM IR and Python sources compress to 13 MB where gzip leaves 31: the carry's limit is
+# 64 MiB); over the 15 MiB a returned file may safely have (16 MiB the limit; KEEP_PART_BYTES overrides) it comes as
+# parts CACHE.txz.00, CACHE.txz.01, … instead; the other form's files are removed. Untarred, whole or in parts:
+#   bash maintainers/gpu/keep.sh --restore CACHE.txz DIR
 # Or every SECONDS until stopped (SIGTERM; it finishes the round in flight), each WORK/sweep* directory into
 # OUT_DIR/NAME.tgz: what part.sh runs beside the parts, so that a command the device's time limit kills still
 # brings back every trial that finished up to the last round:
@@ -20,10 +21,10 @@
 # a study travels.
 #   bash maintainers/gpu/keep.sh --seed WORK
 #   bash maintainers/gpu/keep.sh --merge WORK SINCE
-# A .tgz is written under a temporary name and renamed when whole, so a kill never leaves a truncated one.
+# An archive is written under a temporary name and renamed when whole, so a kill never leaves a truncated one.
 set -u
 
-keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
+keep() {  # SWEEP_DIR OUT.tgz [CACHE.txz]
   [ -d "$1" ] || return 0
   local err rc
   err=$(tar -C "$1" --exclude=./ray --exclude=./driver.lock --exclude=./partial --exclude=./compile-cache \
@@ -39,7 +40,7 @@ keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
     return "$rc"
   fi
   if [ -n "${3:-}" ] && [ -d "$1/compile-cache" ]; then
-    tar -C "$1/compile-cache" -czf "$3.part$$" . || { rm -f "$3.part$$"; return 1; }
+    XZ_OPT="-T0 -6" tar -C "$1/compile-cache" -cJf "$3.part$$" . || { rm -f "$3.part$$"; return 1; }
     rm -f "$3" "$3".[0-9][0-9]
     if [ "$(stat -c %s "$3.part$$")" -le "${KEEP_PART_BYTES:-15728640}" ]; then
       mv -f "$3.part$$" "$3"
@@ -51,9 +52,9 @@ keep() {  # SWEEP_DIR OUT.tgz [CACHE.tgz]
   fi
 }
 
-restore() {  # CACHE.tgz DIR: the cache keep() wrote, whole or in parts, untarred into DIR
+restore() {  # CACHE.txz DIR: the cache keep() wrote, whole or in parts, untarred into DIR
   mkdir -p "$2" || return 1
-  if [ -f "$1.00" ]; then cat "$1".[0-9][0-9] | tar -C "$2" -xzf -; else tar -C "$2" -xzf "$1"; fi
+  if [ -f "$1.00" ]; then cat "$1".[0-9][0-9] | tar -C "$2" -xJf -; else tar -C "$2" -xJf "$1"; fi
 }
 
 seed() {  # WORK: every sweep directory without a compile cache gets a copy of the first one's that has one

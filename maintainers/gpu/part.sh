@@ -8,9 +8,9 @@
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
-# One compile cache (Inductor's and Triton's) comes back, $OUT/compile-cache/SWEEP.tgz (in 15 MiB parts SWEEP.tgz.00,
+# One compile cache (Inductor's and Triton's) comes back, $OUT/compile-cache/SWEEP.txz (in 15 MiB parts SWEEP.txz.00,
 # .01, … where larger: keep.sh): that of the sweep that ran last, with what the other sweeps that ran compiled merged
-# in. Kept as .gpu/cache/STUDY/SWEEP.tgz* (git-ignored, the only cache there) and carried (carry: [...,
+# in. Kept as .gpu/cache/STUDY/SWEEP.txz* (git-ignored, the only cache there) and carried (carry: [...,
 # ".gpu/cache/STUDY"]), a fresh machine of the same kind starts every sweep directory of the study from it
 # (keep.sh --seed) instead of compiling for minutes.
 set -u
@@ -31,10 +31,10 @@ mkdir -p "$WORK"
 for d in "studies/$STUDY"/sweep*/; do  # the committed sweeps a fresh machine resumes from
   [ -d "$WORK/$(basename "$d")" ] || cp -r "$d" "$WORK/"
 done
-for CACHE in .gpu/cache/"$STUDY"/*.tgz .gpu/cache/"$STUDY"/*.tgz.00; do  # carried from an earlier machine, whole
+for CACHE in .gpu/cache/"$STUDY"/*.txz .gpu/cache/"$STUDY"/*.txz.00; do  # carried from an earlier machine, whole
   [ -f "$CACHE" ] || continue                                               # or in parts, one a sweep directory
   CACHE=${CACHE%.00}
-  D=$WORK/$(basename "$CACHE" .tgz)/compile-cache
+  D=$WORK/$(basename "$CACHE" .txz)/compile-cache
   [ -d "$D" ] && continue
   bash maintainers/gpu/keep.sh --restore "$CACHE" "$D" && echo "compile cache from $CACHE: $(du -sh "$D" | cut -f1)"
 done
@@ -54,9 +54,9 @@ mkdir -p "$OUT/compile-cache"
 for d in "$WORK"/sweep*/; do
   NAME=$(basename "$d")
   if [ "${d%/}" = "$CACHED" ]; then
-    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.tgz"
-    ls "$OUT/compile-cache/$NAME".tgz* > /dev/null 2>&1 \
-      && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".tgz* | tail -n 1 | cut -f1) compressed"
+    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.txz"
+    ls "$OUT/compile-cache/$NAME".txz* > /dev/null 2>&1 \
+      && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".txz* | tail -n 1 | cut -f1) compressed"
   else
     bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"
   fi
