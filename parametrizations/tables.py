@@ -220,6 +220,23 @@ GDN_MUP_BETALR = replace(
     expect={**GDN_MUP.expect,
             "adamw": {k: v for k, v in GDN_MUP.expect["adamw"].items() if k != "update.beta_matrix"}})
 
+# ---------------------------------------------------------------------------------------------------------------
+# The code variant's two ways of quieting the mixer, one at a time. Its short convolutions initialised like hidden
+# matrices (0.5/√d, where their fan-in is the taps) make v shrink like d^-1/2, so the output norm divides by √ε
+# rather than by o's RMS from width 256 on (studies/coord-checks/long): `gdn-mup-code-convinit` gives the convs
+# their own width-independent init, every other rule the code's. `gdn-mup-mixer1m` is GDN-µP with the code's
+# mixer output × 1/m alone.
+GDN_MUP_CODE_CONVINIT = replace(
+    GDN_MUP_CODE, name="gdn-mup-code-convinit",
+    summary="The code variant with the short convolutions at their own width-independent init.",
+    rules={**GDN_MUP_CODE.rules, Role.CONV: replace(GDN_MUP_CODE.rules[Role.CONV], init=None)})
+GDN_MUP_MIXER1M = replace(
+    GDN_MUP, name="gdn-mup-mixer1m",
+    summary="GDN-µP with the token mixer's output × 1/m (the public code's multiplier), every other rule GDN-µP's.",
+    multipliers={**GDN_MUP.multipliers, "mixer_output": 1 / m},
+    expect={opt: {**probes, "mixer_out": Slope(-1.0, None)} for opt, probes in GDN_MUP.expect.items()})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
-                                                            GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR)}
+                                                            GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
+                                                            GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M)}
