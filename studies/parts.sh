@@ -1,6 +1,7 @@
 # The helpers the studies' run.sh scripts write their parts with; sourced after DIR, CORPUS and SPEC are set.
 #   sweep ARGS…                           deltamup sweep SPEC into DIR, resuming it (finished trials are skipped)
-#   sweep_to OUT ARGS…                    the same into another sweep directory (a variant the trial ids do not name)
+#   sweep_to OUT ARGS…                    the same into another sweep directory (a variant the trial ids do not name),
+#                                         which starts from DIR's compile cache where it has none of its own
 #   optima MODE …                         studies/optima.py on DIR: the best LR so far, seed 0's, the edge cases
 #   plan OUT MODE …                       SETS: the --set arguments of one sweep over cells studies/optima.py picks
 #   lrs E…                                the YAML list of 2^E for each E
@@ -12,8 +13,14 @@
 # PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
 # memory, GPU time left from the finished trials) and runs nothing; a part that picks its LRs from results the
 # plan did not produce plans from what the directory already holds.
+seed_cache() {  # OUT: a sweep directory without a compile cache starts from DIR's (the same models, compiled)
+  local out=${1%/}
+  [ "$out" != "${DIR%/}" ] && [ -d "$DIR/compile-cache" ] && [ ! -d "$out/compile-cache" ] || return 0
+  mkdir -p "$out" && cp -r "$DIR/compile-cache" "$out/compile-cache" && echo "compile cache of $out: $DIR's"
+}
 sweep_to() {
   local out=$1; shift
+  [ -n "${PLAN:-}" ] || seed_cache "$out"
   python3 -m deltamup sweep "$SPEC" --out "$out" --resume --warm-kernels --progress-every 60 \
     --set task.path="$CORPUS" ${PLAN:+--plan} "$@"
 }

@@ -139,6 +139,27 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
     assert "0 of 12 trials left" in planned.stdout and len(store.read_runs(out)) == len(runs)  # planned, not run
 
 
+def test_another_sweep_directory_starts_from_dirs_compile_cache(tmp_path: Path) -> None:
+    """parts.sh's seed_cache: a sibling sweep directory without a cache gets a copy of DIR's (warm-up stamps
+    included, so its kernels and graphs are not warmed again); one with its own keeps it, DIR itself and a plan
+    are left alone."""
+    main, other, own = tmp_path / "sweep", tmp_path / "sweep-recheck", tmp_path / "sweep-4x"
+    (main / "compile-cache/deltamup-warmed").mkdir(parents=True)
+    (main / "compile-cache/deltamup-warmed/graph.json").write_text("{}")
+    (own / "compile-cache").mkdir(parents=True)
+    script = (f"set -eu; DIR={main}; source studies/parts.sh; seed_cache {other}; seed_cache {own}; "
+              f"seed_cache {main}/")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert (other / "compile-cache/deltamup-warmed/graph.json").read_text() == "{}"
+    assert not list((own / "compile-cache").iterdir())
+    assert result.stdout.strip() == f"compile cache of {other}: {main}'s"
+    planned = tmp_path / "sweep-long"
+    script = f"DIR={main}; SPEC=nope.yaml; CORPUS=nope; PLAN=1; source studies/parts.sh; sweep_to {planned}"
+    subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert not planned.exists()  # a plan copies nothing (its sweep refuses the missing spec)
+
+
 @pytest.mark.parametrize("script", RUN_SCRIPTS, ids=lambda p: p.parent.name)
 def test_run_scripts_parse_and_refuse_an_unknown_part_before_any_work(script: Path, tmp_path: Path) -> None:
     """An unknown part after a known one is refused in one line before the known one starts: nothing is printed
