@@ -19,6 +19,9 @@
 #       code   the paper's code variant alone (gdn-mup-code: c/√d inits, no √d before the norm, the mixer output
 #              × 1/m; unlike mech's variants it differs from GDN-µP at the base width too) at widths 256 and 1024,
 #              3 seeds, at GDN-µP's optimum there and its neighbours; `others` adds the rest of its cells
+#       code-rules  the code variant's rules apart at width 1024, 3 seeds, at GDN-µP's optimum there and its
+#              neighbours (the code variant's LRs): its convolutions at their own init (gdn-mup-code-convinit) and
+#              GDN-µP with the mixer output × 1/m alone (gdn-mup-mixer1m); a paired comparison by seed with both
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
 #              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
@@ -67,7 +70,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -92,6 +95,7 @@ for PART in "$@"; do
     mech) around_gdn_mup "gdn-mup-nosqrtd, gdn-mup-mupgates, gdn-mup-adameps" 256 1024 ;;
     betalr) around_gdn_mup gdn-mup-betalr 1024 2048 ;;
     code) around_gdn_mup gdn-mup-code 256 1024 ;;
+    code-rules) around_gdn_mup "gdn-mup-code-convinit, gdn-mup-mixer1m" 1024 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
       for P in mup gdn-mup-code; do
