@@ -7,9 +7,11 @@ the same model and batch at that width, the GPU time left.
         width, trials, left      grid (refinement, Optuna) trials, and those without a finished row in out
         params, tokens_per_param the model's parameters; tokens a trial (steps × batch × sequence) over them
         memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
+        measured_gib             the most GPU memory one of those finished trials held (peak_memory_gib); None
+                                 without (trials on a CPU, or none yet)
         step_seconds             the measured mean seconds a step of out's finished trials at this width with this
-                                 model (every field the record holds) and batch, as they ran (packed: side by side);
-                                 None without
+                                 model (every field the record holds) and batch ("those finished trials" below), as
+                                 they ran (packed: side by side); None without
         minutes_left             left × steps × step_seconds × gpu_share / 60: GPU-minutes of training steps (for
                                  trials without GPUs, gpu_share 0: their minutes); None without step_seconds
 
@@ -45,6 +47,7 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
                 and all(getattr(config, k, None) == v for k, v in r.model.items())
                 and (r.config.get("batch_size"), r.config.get("seq_len")) == (spec.batch_size, spec.seq_len)]
         step_seconds = statistics.mean(r.train_seconds / r.steps for r in same) if same else None
+        held = [r.peak_memory_gib for r in same if r.peak_memory_gib is not None]
         share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)
         n_trials, n_left = sum(p.width == width for p in points), sum(p.width == width for p in left)
         if spec.search == "optuna":  # its trials per (parametrization, optimizer) group, after the grid
@@ -57,7 +60,8 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
         rows.append(dict(
             width=width, trials=n_trials, left=n_left,
             params=params, tokens_per_param=tokens / params,
-            memory_gib=memory / 2**30, gpu_share=share, step_seconds=step_seconds, minutes_left=minutes))
+            memory_gib=memory / 2**30, measured_gib=max(held, default=None), gpu_share=share,
+            step_seconds=step_seconds, minutes_left=minutes))
     return rows
 
 
@@ -65,10 +69,11 @@ def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
     """The plan as an aligned table with a total line."""
     on_gpus = any(r["gpu_share"] for r in rows)
     unit = "GPU-minutes" if on_gpus else "trial-minutes"
-    head = ("width", "trials", "left", "params", "tokens/param", "GiB a trial", "GPU share", "s a step (measured)",
-            f"{unit} left")
+    head = ("width", "trials", "left", "params", "tokens/param", "GiB a trial", "GiB (measured)", "GPU share",
+            "s a step (measured)", f"{unit} left")
     body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.3g}M",
-             f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}", f"{r['gpu_share']:g}",
+             f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}",
+             f"{r['measured_gib']:.1f}" if r["measured_gib"] is not None else "–", f"{r['gpu_share']:g}",
              f"{r['step_seconds']:.3f}" if r["step_seconds"] is not None else "–",
              f"{r['minutes_left']:.1f}" if r["minutes_left"] is not None else "–") for r in rows]
     widths = [max(len(c) for c in column) for column in zip(head, *body)]

@@ -31,7 +31,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   compile_cache_misses (the FX graph cache's, one per forward or backward graph the trial compiled;
                   0 and 0 when its process had the graph in memory; None without compile), kernel_configs (the
                   Triton launch config each kernel pass took in the trial's process, "pass config; …";
-                  kernels.launch_configs; None without Triton kernels)
+                  kernels.launch_configs; None without Triton kernels), peak_memory_gib (the most GPU memory the
+                  trial's process held for tensors, torch.cuda.max_memory_reserved over training and evaluation, GiB;
+                  None on a CPU)
 
 from_row checks a parsed file: a JSON object; trial_id and status present and strings; every field it names of its
 type (ints for ints, numbers for floats, a list of strings for gpu_ids and tracebacks); width ≥ 1 and lr > 0 where
@@ -60,7 +62,8 @@ METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "
            "clipped_fraction")
 COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "resumed_from_step",
         "device", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util",
-        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs")
+        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs",
+        "peak_memory_gib")
 Scalar = str | int | float | bool | None
 
 
@@ -119,6 +122,7 @@ class TrialRecord:
     compile_cache_hits: int | None = None
     compile_cache_misses: int | None = None
     kernel_configs: str | None = None
+    peak_memory_gib: float | None = None
     schema: str | None = SCHEMA
 
     @property

@@ -89,6 +89,8 @@ def run_trial(config: dict[str, Any]) -> None:
             tune.report(metrics)
             last_report = time.time()
 
+    if device.type == "cuda":  # this trial's peak, not an earlier trial's in a reused worker
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         outcome = train_and_evaluate(cfg, device, report, tracker)
     except SystemExit:  # Ray Tune stopped the trial at a report: a pruner (the driver writes its row and drops the
@@ -99,11 +101,12 @@ def run_trial(config: dict[str, Any]) -> None:
         tracker.close({"status": "error"})
         raise  # to Ray: FailureConfig(max_failures=retries) reruns it in a fresh worker; tuner records the last failure
     finally:
+        peak = torch.cuda.max_memory_reserved(device) / 2**30 if device.type == "cuda" else None
         if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
             torch.cuda.empty_cache()
     record, curve = trial_record(cfg, outcome, {"device": str(device), "threads": threads, "gpu_ids": gpu_ids,
                                                 "node_id": node_id(), "started_at": started,
-                                                "finished_at": time.time()})
+                                                "finished_at": time.time(), "peak_memory_gib": peak})
     store.write_trial(out, record, curve)
     discard(store.partial_path(out, cfg["trial_id"]))
     tracker.close(record)
@@ -128,8 +131,8 @@ def keep_traceback(out: Path, trial_id: str) -> None:
 def trial_record(cfg: dict[str, Any], outcome: tuple,
                  ran: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
     """(row, curve) of a trial that ran to an end: its config, its results (outcome: train_and_evaluate's), where
-    and when it ran (`ran`: device, threads, gpu_ids, node_id, started_at, finished_at) and the earlier attempts
-    that failed (their traceback files)."""
+    and when it ran and what it held (`ran`: device, threads, gpu_ids, node_id, started_at, finished_at,
+    peak_memory_gib) and the earlier attempts that failed (their traceback files)."""
     result, val_losses, params, metrics = outcome
     tracebacks = [p.name for p in store.traceback_paths(Path(cfg["out"]), cfg["trial_id"])]
     record = base_record(cfg) | metrics | result_columns(cfg, result, val_losses, params)

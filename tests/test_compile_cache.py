@@ -5,6 +5,7 @@ shorter than the cold one), and the record and the cost summary carry the time b
 One real compile on the CPU (Inductor's C++ backend, about 40 s on a shared 2-core machine): the warm-up's."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,8 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
     # the compile happened once, in the warm-up: the counters above say so (no miss); each trial records its first
     # step's time (trace, load, one step), a wall time this test does not bound (it varies with the machine's load)
     assert all(r.first_step_seconds > 0 for r in records)
+    # each trial names the GPU memory it held: none on a CPU, an explicit null in its file (a GPU trial's in GiB)
+    assert all(json.loads(p.read_text())["peak_memory_gib"] is None for p in (out / "results").glob("*.json"))
     (width,) = cost.per_width(out)
     assert 0 < width["first_step_share"] < 1
     assert width["first_step_share"] == pytest.approx(sum(r.first_step_seconds for r in records) /
