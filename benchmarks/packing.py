@@ -5,11 +5,11 @@ given 1/k of the GPU), and what each packing gives: tokens/s of the GPU, GPU bus
         [--cache-from DIR] [--set KEY=VALUE …]       on a GPU machine: OUT/pack1, OUT/pack2, … then the table
     python3 benchmarks/packing.py table OUT/pack1 OUT/pack2 …   the table again, anywhere, from the directories
 
-Each packing runs `deltamup sweep SPEC --out OUT/pack{k} --set resources.gpu=1/k` over seeds 0 … N−1 at the
-spec's first parametrization and optimizer and its middle LR, `steps` steps (the --set arguments come after these,
-so they can change any of them, e.g. `task.path=CORPUS`). With --cache-from (a sweep's compile-cache directory) each
-packing starts from a copy of it, so the comparison is of training, not of compiling; the warm-up is shown apart
-and left out of the steady throughput.
+Each packing runs `deltamup sweep SPEC --out OUT/pack{k} --warm-kernels --set resources.gpu=1/k` over seeds
+0 … N−1 at the spec's first parametrization and optimizer and its middle LR, `steps` steps (the --set arguments
+come after these, so they can change any of them, e.g. `task.path=CORPUS`). With --cache-from (a sweep's
+compile-cache directory) each packing starts from a copy of it, so the comparison is of training, not of
+compiling; the warm-up is shown apart and left out of the steady throughput.
 
 Columns: trials at once, trials, wall (the driver run), warm-up, tokens/s over the wall less the warm-up (the GPU's
 steady throughput; the headline), tokens/s of one trial (median), GPU busy (nvidia-smi utilisation: a kernel
@@ -42,7 +42,8 @@ def sweep_args(spec_path: Path, out: Path, width: int, pack: int, trials: int, s
              f"optimizers=[{spec.optimizers[0]}]", f"lrs=[{lrs[len(lrs) // 2]!r}]", f"seeds={list(range(trials))}",
              f"steps={steps}", f"resources.gpu={1 / pack!r}"]
     specs.load(spec_path, [*fixed, *sets])  # what the sweep would refuse, refused here, before any packing runs
-    return [sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out), "--progress-every", "60",
+    return [sys.executable, "-m", "deltamup", "sweep", str(spec_path), "--out", str(out), "--warm-kernels",
+            "--progress-every", "60",
             *(a for s in (*fixed, *sets) for a in ("--set", s))]
 
 
