@@ -11,9 +11,12 @@ optimizer step is not compiled. Data-parallel trials (resources.workers_per_tria
 wrapping changes the graph; they compile their own.
 
 A graph warmed once is stamped in the cache (DIR/compile-cache/deltamup-warmed/, a name that changes with the graph
-key, the code fingerprint (sources, torch, Triton: scaling.code) and the device's name); a later run of the sweep on
-the same code and device skips it, and its trials load it from the cache as they would after a warm-up. A stamp whose
-graph the cache has lost costs a compile in the trials, never a wrong result.
+key, the code fingerprint (sources, torch, Triton: scaling.code), the device's name and the machine's boot
+(machine_boot)); a later run of the sweep on the same code, device and machine skips it, and its trials load it from
+the cache as they would after a warm-up. A carried cache on a fresh machine warms again: there, a skipped warm-up put
+45.8 s into the first trial's first step where the warm-up takes 13–36 s and leaves 3–6 s
+(docs/sweeps-compile.md). A stamp whose graph the cache has lost costs a compile in the trials, never a wrong
+result.
 
     warm_graphs(spec, configs)   # in the driver, Ray initialised: {"graphs", "seconds", "failed", "stamped"}
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -51,10 +55,19 @@ def graph_key(cfg: dict[str, Any], on_gpu: bool) -> tuple:
             cfg["train"]["bf16"], on_gpu)
 
 
+def machine_boot() -> str:
+    """This machine since its last boot: Linux's boot id, else the host name (a reboot then keeps its stamps)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+
+
 def stamp_path(cfg: dict[str, Any], on_gpu: bool) -> Path:
-    """Where the cache records that trial config `cfg`'s graph was warmed into it (the module docstring)."""
+    """Where the cache records that trial config `cfg`'s graph was warmed into it on this machine (the module
+    docstring)."""
     device = (torch.cuda.get_device_name() if torch.cuda.is_available() else "a GPU") if on_gpu else "cpu"
-    text = json.dumps([list(graph_key(cfg, on_gpu)), code_fingerprint(), device])
+    text = json.dumps([list(graph_key(cfg, on_gpu)), code_fingerprint(), device, machine_boot()])
     return (store.compile_cache_dir(sweep_dir(cfg)) / "deltamup-warmed"
             / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json")
 
@@ -96,8 +109,8 @@ def warm_graphs(spec: SweepSpec, configs: list[dict[str, Any]]) -> dict[str, Any
         firsts.setdefault(graph_key(cfg, bundle["GPU"] > 0), (cfg, step))
     stamped = {key for key, (cfg, _) in firsts.items() if stamp_path(cfg, key[-1]).is_file()}
     if stamped:
-        print(f"compile warm-up: {len(stamped)} graph(s) warmed in this cache before (same code, torch, Triton and "
-              f"device): not again", flush=True)
+        print(f"compile warm-up: {len(stamped)} graph(s) warmed in this cache before (same code, torch, Triton, "
+              f"device and machine): not again", flush=True)
     firsts = {key: first for key, first in firsts.items() if key not in stamped}
     began = time.time()
     task = ray.remote(max_calls=1, max_retries=0)(warm_graph)

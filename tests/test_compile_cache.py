@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from deltamup.sweeps import cost, store
+from deltamup.sweeps import cost, store, warmup
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps.progress import print_summary
 from deltamup.sweeps.runner import run_sweep
 from deltamup.sweeps.trial import result_columns, trial_config
-from deltamup.sweeps.warmup import graph_key
 
 # width 2 × base width: SP and GDN-µP have different forward multipliers there (GDN-µP's readout 4, logits 1/2),
 # buffers of the model, so one graph serves both trials;
@@ -28,12 +27,12 @@ COMPILED = {"name": "compiled", "model": {"kind": "deltanet", "depth": 1, "heads
 EMPTY_CURVE = {c: [] for c in store.CURVE_COLUMNS}
 
 
-def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluster, tmp_path, capsys):
+def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluster, tmp_path, capsys, monkeypatch):
     out = tmp_path / "sweep"
     run_sweep(specs.parse(COMPILED), out, progress_every=600)
     (run,) = store.read_runs(out)
-    warmup = run["warmup_grid"]
-    assert warmup["graphs"] == 1 and warmup["failed"] == 0  # sp and gdn-mup: one graph
+    warmed = run["warmup_grid"]
+    assert warmed["graphs"] == 1 and warmed["failed"] == 0  # sp and gdn-mup: one graph
     assert (store.compile_cache_dir(out) / "inductor" / "fxgraph").is_dir()
     records = store.read_trials(out)
     assert len(records) == 2 and {r.status for r in records} == {"ok"}
@@ -49,7 +48,7 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
     assert 0 < width["first_step_share"] < 1
     assert width["first_step_share"] == pytest.approx(sum(r.first_step_seconds for r in records) /
                                                       sum(r.wall_seconds for r in records))
-    assert cost.totals(out)["warmup_seconds"] == pytest.approx(warmup["seconds"])
+    assert cost.totals(out)["warmup_seconds"] == pytest.approx(warmed["seconds"])
     capsys.readouterr()
     print_summary(out)
     printed = capsys.readouterr().out
@@ -63,6 +62,11 @@ def test_a_compiled_sweep_compiles_each_graph_once_and_its_trials_load_it(cluste
     later = [r for r in store.read_trials(out) if r.run == 2]
     assert len(later) == 2 and all(r.status == "ok" and r.compile_cache_misses == 0 for r in later)
     assert "warmed in this cache before" in capsys.readouterr().out
+    # the same cache carried to another machine (another boot) warms the graph again
+    monkeypatch.setattr(warmup, "machine_boot", lambda: "another machine")
+    run_sweep(specs.parse({**COMPILED, "lrs": [1e-3, 2e-3, 4e-3]}), out, resume=True, progress_every=600)
+    third = store.read_runs(out)[2]["warmup_grid"]
+    assert third["graphs"] == 1 and third["stamped"] == 0
 
 
 def test_the_graph_key_holds_what_the_graph_depends_on(tmp_path):
@@ -72,7 +76,7 @@ def test_the_graph_key_holds_what_the_graph_depends_on(tmp_path):
                         "parametrizations": ["sp", "mup", "gdn-mup", "gdn-mup-nosqrtd", "gdn-mup-normeps"],
                         "seeds": [0, 1], "hparams": {"output_mult": [1.0, 2.0]}})
     keys = {(p.parametrization, p.width, p.lr, p.seed, dict(p.hparams)["output_mult"]):
-            graph_key(trial_config(spec, p, tmp_path, run=1), on_gpu=False) for p in spec.grid()}
+            warmup.graph_key(trial_config(spec, p, tmp_path, run=1), on_gpu=False) for p in spec.grid()}
     for width in (16, 32):
         same = keys[("sp", width, 1e-3, 0, 1.0)]
         assert keys[("sp", width, 2e-3, 1, 1.0)] == same and keys[("sp", width, 1e-3, 0, 2.0)] == same
