@@ -10,7 +10,8 @@ with x*_w the true optimum (uniform in [−9, −8.5] at 256, plus 2 × the true
 seed's offset shared by every LR and width (the study's seeds differ by about that much), and e ~ N(0, σ²) the
 per-trial scatter that moves a vertex (the study's seed × LR interaction: 0.002–0.018 nats, 0.004 typical at 256).
 b ≠ 0 makes the bowl asymmetric (steeper above the optimum: at b = a/5 one octave above costs 1.5× one octave
-below, about what the study's curves show either way round), which a three-point parabola fits with a bias.
+below, about what the study's curves show either way round), which a three-point parabola fits with a bias. A
+setting's tail (share, d) adds ± d to each trial's e with probability share (trial_scatter).
 
     python3 studies/interval-coverage/coverage.py [--sims 400] [--out studies/interval-coverage/coverage.md]
 
@@ -92,6 +93,17 @@ class Setting:
     seeds: int
     log2_lrs: tuple[float, ...] = tuple(LOG2_LRS)
     truth: tuple[float, float] = (-9.0, -8.5)  # the range of the true log2 optimum at width 256
+    tail: tuple[float, float] = (0.0, 0.0)     # (share, nats): that share of trials ± that far off, on top of σ
+
+
+def trial_scatter(scatter: float, tail: tuple[float, float], n: int, rng: np.random.Generator) -> NDArray:
+    """n trials' scatter: N(0, σ²), and where tail = (share, d) ≠ 0 each trial ± d more with probability share
+    (part `recheck` of the 8-layer study: one re-run of six 0.025 nats from its original, five within 0.009)."""
+    e = rng.normal(0.0, scatter, n)
+    share, size = tail
+    if share:  # drawn only here, so that the settings without a tail keep their random stream
+        e = e + (rng.random(n) < share) * rng.choice((-size, size), n)
+    return e
 
 
 SETTINGS = [
@@ -102,6 +114,7 @@ SETTINGS = [
     Setting("asymmetric bowl, 1.5 : 1", 0.012, 0.0024, 0.004, 3),
     Setting("asymmetric bowl, 3 : 1", 0.012, 0.006, 0.004, 3),
     Setting("noisy, 5 seeds", 0.012, 0.0, 0.012, 5),
+    Setting("typical, one trial in six 0.025 off", 0.012, 0.0, 0.004, 3, tail=(1 / 6, 0.025)),
 ]
 
 
@@ -116,7 +129,7 @@ def simulate(setting: Setting, slope: float, rng: np.random.Generator) -> tuple[
         u = lrs - x_star
         bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
         for s in range(setting.seeds):
-            losses = 1.0 + bowl + offsets[s] + rng.normal(0.0, setting.scatter, len(u))
+            losses = 1.0 + bowl + offsets[s] + trial_scatter(setting.scatter, setting.tail, len(u), rng)
             rows += [dict(parametrization="p", optimizer="adamw", width=w, lr=2.0 ** x, seed=s, val_loss=float(v),
                           status="ok") for x, v in zip(lrs, losses)]
     return pl.DataFrame(rows), truth
@@ -290,6 +303,7 @@ class PairSetting:
     curvature: float     # a: nats per octave² around each optimum
     scatter: float       # σ: per-trial nats
     seeds: int
+    tail: tuple[float, float] = (0.0, 0.0)     # as Setting.tail
 
 
 PAIR_SETTINGS = [
@@ -297,6 +311,7 @@ PAIR_SETTINGS = [
     PairSetting("noisy (study, width 1024)", 0.012, 0.012, 3),
     PairSetting("flat bowl, noisy", 0.006, 0.012, 3),
     PairSetting("noisy, 5 seeds", 0.012, 0.012, 5),
+    PairSetting("typical, one trial in six 0.025 off", 0.012, 0.004, 3, tail=(1 / 6, 0.025)),
 ]
 
 
@@ -309,7 +324,7 @@ def simulate_pair(setting: PairSetting, gap: float, rng: np.random.Generator) ->
         curve = floor + setting.curvature * (LOG2_LRS - x_star) ** 2
         true_min[name] = float(curve.min())
         for s in range(setting.seeds):
-            losses = curve + offsets[s] + rng.normal(0.0, setting.scatter, len(LOG2_LRS))
+            losses = curve + offsets[s] + trial_scatter(setting.scatter, setting.tail, len(LOG2_LRS), rng)
             rows += [dict(parametrization=name, optimizer="adamw", width=PAIR_WIDTH, lr=2.0 ** x, seed=s,
                           val_loss=float(v), status="ok") for x, v in zip(LOG2_LRS, losses)]
     return pl.DataFrame(rows), true_min["a"] - true_min["b"]
