@@ -19,8 +19,12 @@ from .spec import ResourceSpec, SpecError, SweepSpec
 
 DEFAULT_GPU_MEMORY_GB = 80.0
 CUDA_OVERHEAD_BYTES = 1.5e9        # CUDA context, allocator slack, kernels' workspaces
-ACTIVATION_BYTES_PER_WIDTH = 270   # bytes autograd saves per token, layer and unit of width: measured on the CPU
-                                   # (fp32, torch chunk kernel; 260–290 at widths 128–512); bf16 on GPUs saves less
+# Bytes a trial holds for autograd per token, layer and unit of width (DeltaProduct: per micro-token):
+ACTIVATION_BYTES_PER_WIDTH = 270   # measured on the CPU (fp32, torch chunk kernel; 260–290 at widths 128–512); also
+                                   # taken for GPU trials in fp32 or eager, which no run has measured
+COMPILED_BF16_ACTIVATION_BYTES = 100  # compiled bf16 trials on GPUs: with the rest of the estimate, at or above what
+                                      # the studies' trials held (nvidia-smi: 0.52–0.96 of it in 83 of 85 runs at
+                                      # widths 256–2048, depths 4 and 8; benchmarks/trial-memory.md)
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 4}  # fp32 moments per parameter
 
 
@@ -32,10 +36,18 @@ def parameter_count(config: ModelConfig) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def activation_bytes(train: dict, on_gpu: bool) -> float:
+    """Activation bytes per token, layer and unit of width of a trial with these TRAIN_KEYS settings (the spec's
+    `train`: bf16 defaults on, compile off) on a GPU or a CPU."""
+    compiled_bf16 = train.get("bf16", True) and train.get("compile", False) not in (False, None)
+    return COMPILED_BF16_ACTIVATION_BYTES if on_gpu and compiled_bf16 else ACTIVATION_BYTES_PER_WIDTH
+
+
 def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int, workers: int = 1,
-                       sharding: str = "ddp") -> float:
+                       sharding: str = "ddp", activation: float = ACTIVATION_BYTES_PER_WIDTH) -> float:
     """Estimated peak GPU memory of one training trial (of each of its `workers` data-parallel workers, each on
-    batch_size / workers rows): weights, grads, optimizer state, activations, logits. sharding "fsdp" splits the
+    batch_size / workers rows): weights, grads, optimizer state, activations (`activation` bytes per token, layer
+    and unit of width: activation_bytes), logits. sharding "fsdp" splits the
     weights, grads and optimizer state over the workers, but gathers whole those of the root (embedding, readout)
     and of two blocks (the one computing and the next, prefetched) at a time."""
     params = parameter_count(config)
@@ -47,19 +59,19 @@ def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq
         states = states / workers + (root + 2 * block) * (4 + 4)
     batch_size = math.ceil(batch_size / workers)
     tokens = batch_size * seq_len * config.householder
-    activations = tokens * config.depth * config.width * ACTIVATION_BYTES_PER_WIDTH
+    activations = tokens * config.depth * config.width * activation
     logits = batch_size * seq_len * config.vocab_size * 10  # bf16 logits, fp32 copy and its gradient
     return CUDA_OVERHEAD_BYTES + states + activations + logits
 
 
 def gpu_fraction(config: ModelConfig, optimizer: str, batch_size: int, seq_len: int, resources: ResourceSpec,
-                 gpu_memory_bytes: float) -> float:
+                 gpu_memory_bytes: float, activation: float = ACTIVATION_BYTES_PER_WIDTH) -> float:
     """The GPU share "auto" asks for: the memory estimate (with 10% headroom) as a fraction of one GPU, rounded
     up to 1/2^k and at least resources.min_gpu_fraction; 1 (a trial trains on one device) for models of
     resources.whole_gpu_params or more and where the estimate exceeds a GPU."""
     if parameter_count(config) >= resources.whole_gpu_params:
         return 1.0
-    need = 1.1 * trial_memory_bytes(config, optimizer, batch_size, seq_len) / gpu_memory_bytes
+    need = 1.1 * trial_memory_bytes(config, optimizer, batch_size, seq_len, activation=activation) / gpu_memory_bytes
     rounded = 2.0 ** math.ceil(math.log2(need))
     return min(1.0, max(resources.min_gpu_fraction, rounded))
 
@@ -74,7 +86,7 @@ def trial_gpus(spec: SweepSpec, width: int, optimizer: str, cluster_gpus: float,
     if cluster_gpus <= 0:
         return 0.0
     return gpu_fraction(spec.model_config(width), optimizer, spec.batch_size, spec.seq_len, spec.resources,
-                        gpu_memory_bytes)
+                        gpu_memory_bytes, activation_bytes(spec.train, on_gpu=True))
 
 
 def warmup_gpus(spec: SweepSpec, width: int, optimizer: str, trial_share: float, gpu_memory_bytes: float) -> float:
@@ -85,7 +97,7 @@ def warmup_gpus(spec: SweepSpec, width: int, optimizer: str, trial_share: float,
         return trial_share
     one_step = dataclasses.replace(spec.resources, whole_gpu_params=math.inf)
     return gpu_fraction(spec.model_config(width), optimizer, spec.batch_size, spec.seq_len, one_step,
-                        gpu_memory_bytes)
+                        gpu_memory_bytes, activation_bytes(spec.train, on_gpu=True))
 
 
 def gpu_memory_bytes(resources: ResourceSpec) -> float:
@@ -122,7 +134,7 @@ def check_memory(spec: SweepSpec, local: bool) -> None:
             workers = spec.resources.workers(width)
             need = trial_memory_bytes(spec.model_config(width), optimizer, max(spec.batch_size,
                                       (spec.eval.batch_size or 0) * workers), spec.seq_len, workers,
-                                      spec.resources.sharding_of(width))
+                                      spec.resources.sharding_of(width), activation_bytes(spec.train, on_gpu))
             if need > capacity:
                 each = f" on each of its {workers} {spec.resources.sharding_of(width)} workers" if workers > 1 else ""
                 raise SpecError(f"widths[{i}]", f"a width-{width} {optimizer} trial needs about {need / 1e9:,.0f} GB"

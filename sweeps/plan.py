@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import store
-from .packing import gpu_memory_bytes, parameter_count, trial_gpus, trial_memory_bytes
+from .packing import activation_bytes, gpu_memory_bytes, parameter_count, trial_gpus, trial_memory_bytes
 from .refine import refine_points
 from .runner import missing_grid, missing_refine
 from .spec import SweepSpec
@@ -55,7 +55,9 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
             done = sum(r.phase == "optuna" and r.width == width and r.finished for r in records)
             n_trials, n_left = n_trials + searched, n_left + max(0, searched - done)
         params = parameter_count(config)
-        memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len) for o in spec.optimizers)
+        memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len,
+                                        activation=activation_bytes(spec.train, on_gpu=share > 0))
+                     for o in spec.optimizers)
         minutes = n_left * spec.steps * step_seconds * (share or 1.0) / 60 if step_seconds is not None else None
         rows.append(dict(
             width=width, trials=n_trials, left=n_left,

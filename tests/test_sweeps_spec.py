@@ -175,6 +175,21 @@ def test_auto_gpu_packing_shares_a_gpu_between_small_widths_only():
     assert packing.trial_gpus(specs.parse(VALID), 64, "adamw", cluster_gpus=0, gpu_memory_bytes=gpu) == 0.0
 
 
+def test_a_compiled_bf16_trial_on_a_gpu_is_sized_by_what_such_trials_held():
+    """Compiled bf16 trials on GPUs hold far less for autograd than the CPU-measured bytes (benchmarks/trial-memory.md):
+    their estimate, and so their GPU share, is smaller; eager, fp32 and CPU trials keep the CPU's bytes."""
+    assert packing.activation_bytes({"compile": True}, on_gpu=True) == packing.COMPILED_BF16_ACTIVATION_BYTES
+    assert packing.activation_bytes({"compile": "blocks"}, on_gpu=True) == packing.COMPILED_BF16_ACTIVATION_BYTES
+    for train, on_gpu in (({"compile": True}, False), ({}, True), ({"compile": True, "bf16": False}, True)):
+        assert packing.activation_bytes(train, on_gpu) == packing.ACTIVATION_BYTES_PER_WIDTH
+    data = {**VALID, "model": {"kind": "gdn", "depth": 8, "heads": 2, "base_width": 32}, "widths": [512],
+            "batch_size": 16, "seq_len": 1024}
+    compiled, eager = specs.parse({**data, "compile": True}), specs.parse(data)
+    share = {name: packing.trial_gpus(spec, 512, "adamw", cluster_gpus=1, gpu_memory_bytes=80e9)
+             for name, spec in (("compiled", compiled), ("eager", eager))}
+    assert share["compiled"] < share["eager"] < 1
+
+
 def test_a_compile_warm_up_step_asks_for_its_memory_not_a_whole_gpu():
     """Trials of a model over whole_gpu_params hold a GPU; their graph's one-step warm-up asks for what its memory
     estimate needs, so graphs of several such widths compile side by side. An explicit share is kept."""
