@@ -10,6 +10,8 @@
 #   known_parts "NAME…" PART…             every PART one of the names, before any part runs (else one line, exit 2)
 # seeds_around and edges run every (width, parametrization) of theirs in one sweep (its `only` cells): one driver
 # run, its graphs compiled side by side and its trials packed together, instead of one run a group.
+# PART_SETS="KEY=VALUE …" bash studies/NAME/run.sh …: every sweep of the parts also takes these --set arguments,
+# last (how the trials run, not what they are: e.g. resources.gpu=0.5 to train width-1024 trials two a GPU).
 # PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
 # memory, GPU time left from the finished trials) and runs nothing; a part that picks its LRs from results the
 # plan did not produce plans from what the directory already holds.
@@ -19,10 +21,11 @@ seed_cache() {  # OUT: a sweep directory without a compile cache starts from DIR
   mkdir -p "$out" && cp -r "$DIR/compile-cache" "$out/compile-cache" && echo "compile cache of $out: $DIR's"
 }
 sweep_to() {
-  local out=$1; shift
+  local out=$1 kv extra=(); shift
   [ -n "${PLAN:-}" ] || seed_cache "$out"
+  for kv in ${PART_SETS:-}; do extra+=(--set "$kv"); done
   python3 -m deltamup sweep "$SPEC" --out "$out" --resume --warm-kernels --progress-every 60 \
-    --set task.path="$CORPUS" ${PLAN:+--plan} "$@"
+    --set task.path="$CORPUS" ${PLAN:+--plan} "$@" "${extra[@]}"
 }
 sweep() { sweep_to "$DIR" "$@"; }
 optima() { python3 studies/optima.py "$DIR" "$@"; }

@@ -104,7 +104,7 @@ def test_a_diverged_seed_marks_an_edge_and_is_never_an_optimum(tmp_path: Path) -
 def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> None:
     """parts.sh's seeds_around through the real CLI on a sweep whose cells are all finished: one driver run, the
     cells in its spec as run, no kernel warm-up and no trial launched; with PLAN=1, the same part's plan and no
-    driver run."""
+    driver run, with PART_SETS's settings."""
     (tmp_path / "a.txt").write_text("Gated DeltaNet and DeltaProduct share one kernel. " * 200)
     prepare(text_files([str(tmp_path / "a.txt")]), tmp_path / "corpus", progress=False)
     spec_path = tmp_path / "spec.yaml"
@@ -134,9 +134,11 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
         {"widths": [32], "parametrizations": ["sp"], "lrs": [2.0 ** -7, 2.0 ** -8, 2.0 ** -6]},
         {"widths": [64], "parametrizations": ["sp"], "lrs": [2.0 ** -6, 2.0 ** -7, 2.0 ** -5]}]
     planned = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                             env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1"})
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1",
+                                  "PART_SETS": "resources.gpu=0.5 resources.gpu_memory_gb=40"})
     assert planned.returncode == 0, planned.stderr[-2000:]
     assert "0 of 12 trials left" in planned.stdout and len(store.read_runs(out)) == len(runs)  # planned, not run
+    assert "GPU shares for 40 GB GPUs" in planned.stdout  # PART_SETS reach every sweep of the part
 
 
 def test_another_sweep_directory_starts_from_dirs_compile_cache(tmp_path: Path) -> None:
