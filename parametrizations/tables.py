@@ -181,6 +181,30 @@ GDN_MUP_MUPGATES = replace(
             for opt, probes in GDN_MUP.expect.items()})
 
 # ---------------------------------------------------------------------------------------------------------------
+# Naive µP's two gate-matrix rules one at a time; under AdamW the gate scalars' LR is × 1 in both tables, so together
+# these two are gdn-mup-mupgates there. `gdn-mup-gateinit`: W_α, W_β initialised with the width-independent σ (so
+# W x is √d larger at init), trained as GDN-µP's. `gdn-mup-gatelr`: their AdamW LR × 1 instead of × 1/m (so their
+# updates move W x like d), initialised as GDN-µP's; SGD as GDN-µP's.
+GDN_MUP_GATEINIT = replace(
+    GDN_MUP, name="gdn-mup-gateinit",
+    summary="GDN-µP with W_α, W_β initialised with naive µP's width-independent σ (GDN-µP: σ/√m).",
+    rules={**GDN_MUP.rules, **{role: replace(GDN_MUP.rules[role], init=MUP.rules[role].init)
+                               for role in GATE_MATRICES}},
+    expect={opt: {**probes, "alpha_pre": Slope(0.5, 0.0, below=0.4, above=0.1),
+                  "beta_pre": Slope(0.5, 0.0, below=0.4, above=0.1)}
+            for opt, probes in GDN_MUP.expect.items()})
+_GATE_LR = {"adamw": 1, "sgd": GDN_MUP.rules[Role.GATE_MATRIX].lr["sgd"]}
+_GATE_LR_GROWS = Slope(0.0, None, grows=True, below=0.4)  # GDN-µP's at init, growing once trained
+GDN_MUP_GATELR = replace(
+    GDN_MUP, name="gdn-mup-gatelr",
+    summary="GDN-µP with W_α, W_β at naive µP's AdamW learning rate (× 1; GDN-µP: × 1/m); SGD as GDN-µP.",
+    rules={**GDN_MUP.rules, **{role: replace(GDN_MUP.rules[role], lr=_GATE_LR) for role in GATE_MATRICES}},
+    expect={**GDN_MUP.expect,
+            "adamw": {**{k: v for k, v in GDN_MUP.expect["adamw"].items() if k not in _GATE_UPDATES},
+                      "alpha_pre": _GATE_LR_GROWS, "beta_pre": _GATE_LR_GROWS,
+                      **{probe: UPDATE_FLAT for probe in _GATE_UPDATES}}})
+
+# ---------------------------------------------------------------------------------------------------------------
 # GDN-µP with W_α, W_β's SGD learning rate × 1/m instead of the paper's × 1/√m — the candidate the 100-step SGD
 # coordinate check points to (both gate pre-activations flat at 128–512, stable training; docs/theory.md item 3).
 # AdamW is GDN-µP's. The gate update's width slope then differs from GDN-µP's under SGD and is not judged.
@@ -238,5 +262,6 @@ GDN_MUP_MIXER1M = replace(
 
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
+                                                            GDN_MUP_GATEINIT, GDN_MUP_GATELR,
                                                             GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
                                                             GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M)}

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from deltamup import parametrizations
-from deltamup.models import ModelConfig
+from deltamup.models import ModelConfig, Role
 from deltamup.models.layers import RMSNorm
+from deltamup.parametrizations import tables
 from deltamup.scaling import coord_check
 from deltamup.scaling.data.sample import sample_batches
 from deltamup.scaling.train import TrainConfig, train
@@ -146,3 +147,30 @@ def test_sgd_variant_moves_only_one_roles_sgd_learning_rate_by_one_over_sqrt_m(v
         for group_role, lr in lrs["gdn-mup"].items():
             expected = 0.5 if optimizer == "sgd" and str(group_role) in roles else 1.0
             assert lrs[variant][group_role] / lr == pytest.approx(expected), (optimizer, group_role)
+
+
+def test_naive_gate_rules_apart_are_one_rule_each_and_together_mupgates_under_adamw():
+    """gdn-mup-gateinit takes naive µP's gate-matrix init alone: W_α x grows like √d at init, its learning rates are
+    GDN-µP's. gdn-mup-gatelr takes their AdamW LR alone (× 1: m = 4 times GDN-µP's at width 128), its init and every
+    SGD rate GDN-µP's. Under AdamW the two rules together are gdn-mup-mupgates'."""
+    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
+    for name, grows in (("gdn-mup-gateinit", True), ("gdn-mup-gatelr", False)):
+        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
+                                       seq_len=16, device="cpu")
+        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
+        at_init = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with("alpha_pre"))["slope"]
+        assert all((s > 0.35) if grows else (abs(s) < 0.15) for s in at_init.to_list()), name
+    model = parametrizations.build_model(ModelConfig(width=128, **SMALL), "gdn-mup", seed=0)  # m = 4
+    gates = {"gate_matrix", "beta_matrix"}
+    for optimizer in ("sgd", "adamw"):
+        lrs = {name: {str(g["role"]): g["lr"] for g in parametrizations.build_optimizer(model, name, optimizer, 0.1)
+                      .param_groups}
+               for name in ("gdn-mup", "gdn-mup-gateinit", "gdn-mup-gatelr", "gdn-mup-mupgates")}
+        assert lrs["gdn-mup-gateinit"] == lrs["gdn-mup"]
+        for role, lr in lrs["gdn-mup"].items():
+            moved = optimizer == "adamw" and role in gates
+            assert lrs["gdn-mup-gatelr"][role] == pytest.approx(4 * lr if moved else lr), (optimizer, role)
+            if optimizer == "adamw":
+                assert lrs["gdn-mup-gatelr"][role] == pytest.approx(lrs["gdn-mup-mupgates"][role]), role
+    for role in (Role.GATE_MATRIX, Role.BETA_MATRIX):
+        assert tables.GDN_MUP_GATEINIT.rules[role].init == tables.GDN_MUP_MUPGATES.rules[role].init

@@ -58,6 +58,12 @@ VARIANTS = {
     "hidden AdamW LR x m^0.3": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init,
                                                       lr={"adamw": m**-0.7, "sgd": 1})},
     "no readout multiplier": "readout",
+    # naive µP's gate rules (gdn-mup-mupgates: +0.036 nats at width 1024 in the 8-layer study), and under AdamW their
+    # two parts apart (the gate scalars' AdamW LR is × 1 in both tables): W_α, W_β's init σ instead of σ/√m, and
+    # their AdamW LR × 1 instead of × 1/m
+    "naive µP's gate rules": {role: tables.GDN_MUP_MUPGATES.rules[role] for role in (*BOTH, Role.GATE_SCALAR)},
+    "gate matrices init σ (naive µP)": _changed(BOTH, init=tables.MUP.rules[Role.GATE_MATRIX].init),
+    "gate matrices AdamW LR x1 (naive µP)": _changed(BOTH, lr={"adamw": 1, "sgd": m**-0.5}),
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
 SHORT = dict(widths=(128, 256, 512, 1024), steps=20)

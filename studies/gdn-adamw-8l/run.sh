@@ -22,6 +22,9 @@
 #       code-rules  the code variant's rules apart at width 1024, 3 seeds, at GDN-µP's optimum there and its
 #              neighbours (the code variant's LRs): its convolutions at their own init (gdn-mup-code-convinit) and
 #              GDN-µP with the mixer output × 1/m alone (gdn-mup-mixer1m); a paired comparison by seed with both
+#       gates-apart  naive µP's two gate-matrix rules apart at width 1024, 3 seeds, at GDN-µP's optimum there and its
+#              neighbours: W_α, W_β's init σ alone (gdn-mup-gateinit) and their AdamW LR × 1 alone (gdn-mup-gatelr);
+#              together they are mech's gdn-mup-mupgates, which cost 0.036 nats there
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
 #              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
@@ -70,7 +73,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -96,6 +99,7 @@ for PART in "$@"; do
     betalr) around_gdn_mup gdn-mup-betalr 1024 2048 ;;
     code) around_gdn_mup gdn-mup-code 256 1024 ;;
     code-rules) around_gdn_mup "gdn-mup-code-convinit, gdn-mup-mixer1m" 1024 ;;
+    gates-apart) around_gdn_mup "gdn-mup-gateinit, gdn-mup-gatelr" 1024 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
       for P in mup gdn-mup-code; do
