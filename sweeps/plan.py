@@ -7,11 +7,11 @@ the same model and batch at that width, the GPU time left.
         width, trials, left      grid (refinement, Optuna) trials, and those without a finished row in out
         params, tokens_per_param the model's parameters; tokens a trial (steps × batch × sequence) over them
         memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
-        measured_gib             the most GPU memory one of those finished trials held (peak_memory_gib); None
-                                 without (trials on a CPU, or none yet)
         step_seconds             the measured mean seconds a step of out's finished trials at this width with this
-                                 model (every field the record holds) and batch ("those finished trials" below), as
-                                 they ran (packed: side by side); None without
+                                 model (every field the record holds) and batch, as they ran (packed: side by side);
+                                 None without
+        measured_gib             the most GPU memory one of those trials held (peak_memory_gib); None without
+                                 (trials on a CPU, or none yet)
         minutes_left             left × steps × step_seconds × gpu_share / 60: GPU-minutes of training steps (for
                                  trials without GPUs, gpu_share 0: their minutes); None without step_seconds
 
