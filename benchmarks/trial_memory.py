@@ -52,8 +52,7 @@ def rows(sweep: Path) -> list[list[str]]:
         on_gpu = defaultdict(list)
         for r in mine:
             for gpu in r.gpu_ids:
-                on_gpu[str(gpu)].append((r.finished_at - r.wall_seconds if r.wall_seconds else r.started_at,
-                                         r.finished_at))
+                on_gpu[str(gpu)].append((r.started_at, r.finished_at))
         held = {gpu: max((mib for t, g, _, mib in samples if g == gpu and any(a <= t <= b for a, b in spans)),
                          default=None) for gpu, spans in on_gpu.items()}  # while its trials ran: no warm-up
         per_trial = [mib / most_at_once(on_gpu[gpu]) for gpu, mib in held.items() if mib]

@@ -47,9 +47,9 @@ def trial_memory_bytes(config: ModelConfig, optimizer: str, batch_size: int, seq
                        sharding: str = "ddp", activation: float = ACTIVATION_BYTES_PER_WIDTH) -> float:
     """Estimated peak GPU memory of one training trial (of each of its `workers` data-parallel workers, each on
     batch_size / workers rows): weights, grads, optimizer state, activations (`activation` bytes per token, layer
-    and unit of width: activation_bytes), logits. sharding "fsdp" splits the
-    weights, grads and optimizer state over the workers, but gathers whole those of the root (embedding, readout)
-    and of two blocks (the one computing and the next, prefetched) at a time."""
+    and unit of width: activation_bytes), logits. sharding "fsdp" splits the weights, grads and optimizer state over
+    the workers, but gathers whole those of the root (embedding, readout) and of two blocks (the one computing and
+    the next, prefetched) at a time."""
     params = parameter_count(config)
     states = params * (4 + 4 + OPTIMIZER_STATE_BYTES[optimizer])
     if sharding == "fsdp" and workers > 1:

@@ -101,8 +101,9 @@ def run_trial(config: dict[str, Any]) -> None:
         tracker.close({"status": "error"})
         raise  # to Ray: FailureConfig(max_failures=retries) reruns it in a fresh worker; tuner records the last failure
     finally:
-        peak = torch.cuda.max_memory_reserved(device) / 2**30 if device.type == "cuda" else None
-        if device.type == "cuda":  # hand cached blocks back: trials sharing the GPU live in other processes
+        peak = None
+        if device.type == "cuda":  # the trial's peak, then its cached blocks handed back: trials sharing the GPU
+            peak = torch.cuda.max_memory_reserved(device) / 2**30  # live in other processes
             torch.cuda.empty_cache()
     record, curve = trial_record(cfg, outcome, {"device": str(device), "threads": threads, "gpu_ids": gpu_ids,
                                                 "node_id": node_id(), "started_at": started,
