@@ -7,13 +7,14 @@ the same model and batch at that width, the GPU time left.
         width, trials, left      grid (refinement, Optuna) trials, and those without a finished row in out
         params, tokens_per_param the model's parameters; tokens a trial (steps × batch × sequence) over them
         memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
-        step_seconds             the measured mean seconds a step of out's finished trials at this width with this
-                                 model (every field the record holds) and batch, as they ran (packed: side by side);
-                                 None without
+        step_seconds             the measured mean GPU-seconds a step of out's finished trials at this width with
+                                 this model (every field the record holds) and batch: a trial's seconds a step × its
+                                 GPUs ÷ the trials that shared them with it on average (gpu_share_step_seconds); a
+                                 trial without GPUs counts its own seconds a step; None without
         measured_gib             the most GPU memory one of those trials held (peak_memory_gib); None without
                                  (trials on a CPU, or none yet)
-        minutes_left             left × steps × step_seconds × gpu_share / 60: GPU-minutes of training steps (for
-                                 trials without GPUs, gpu_share 0: their minutes); None without step_seconds
+        minutes_left             left × steps × step_seconds / 60: GPU-minutes of training steps (for trials
+                                 without GPUs, gpu_share 0: their minutes); None without step_seconds
 
 Nothing is started or written. With `search: optuna` the trials are the grid's and `optuna.trials` more per
 (parametrization, optimizer) at each width.
@@ -28,6 +29,7 @@ from . import store
 from .packing import activation_bytes, gpu_memory_bytes, parameter_count, trial_gpus, trial_memory_bytes
 from .refine import refine_points
 from .runner import missing_grid, missing_refine
+from .record import TrialRecord
 from .spec import SweepSpec
 
 
@@ -46,7 +48,7 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
         same = [r for r in records if r.width == width and r.train_seconds and r.steps
                 and all(getattr(config, k, None) == v for k, v in r.model.items())
                 and (r.config.get("batch_size"), r.config.get("seq_len")) == (spec.batch_size, spec.seq_len)]
-        step_seconds = statistics.mean(r.train_seconds / r.steps for r in same) if same else None
+        step_seconds = statistics.mean(gpu_step_seconds(r, records) for r in same) if same else None
         held = [r.peak_memory_gib for r in same if r.peak_memory_gib is not None]
         share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)
         n_trials, n_left = sum(p.width == width for p in points), sum(p.width == width for p in left)
@@ -58,7 +60,7 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
         memory = max(trial_memory_bytes(config, o, spec.batch_size, spec.seq_len,
                                         activation=activation_bytes(spec.train, on_gpu=share > 0))
                      for o in spec.optimizers)
-        minutes = n_left * spec.steps * step_seconds * (share or 1.0) / 60 if step_seconds is not None else None
+        minutes = n_left * spec.steps * step_seconds / 60 if step_seconds is not None else None
         rows.append(dict(
             width=width, trials=n_trials, left=n_left,
             params=params, tokens_per_param=tokens / params,
@@ -67,12 +69,26 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def gpu_step_seconds(trial: TrialRecord, records: list[TrialRecord]) -> float:
+    """The trial's GPU-seconds a step: its seconds a step × its GPUs ÷ how many trials held each of them on average
+    while it ran (itself included; the others' overlap with its last attempt, from the records' node, GPU ids and
+    times). Trials that were cut and never finished leave no record, so a trial packed beside one counts alone."""
+    seconds = trial.train_seconds / trial.steps
+    gpus = {(trial.node_id, g) for g in trial.gpu_ids or []}
+    start, end = trial.started_at or 0.0, trial.finished_at or 0.0
+    if not gpus or end <= start:
+        return seconds
+    shared = sum(max(0.0, min(end, r.finished_at or 0.0) - max(start, r.started_at or 0.0))
+                 for r in records if r is not trial and gpus & {(r.node_id, g) for g in r.gpu_ids or []})
+    return seconds * len(gpus) / (1 + shared / (end - start))
+
+
 def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
     """The plan as an aligned table with a total line."""
     on_gpus = any(r["gpu_share"] for r in rows)
     unit = "GPU-minutes" if on_gpus else "trial-minutes"
     head = ("width", "trials", "left", "params", "tokens/param", "GiB a trial", "GiB (measured)", "GPU share",
-            "s a step (measured)", f"{unit} left")
+            "GPU-s a step (measured)", f"{unit} left")
     body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.3g}M",
              f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}",
              f"{r['measured_gib']:.1f}" if r["measured_gib"] is not None else "–", f"{r['gpu_share']:g}",

@@ -279,26 +279,30 @@ def test_every_shipped_spec_is_valid(path):
 
 def test_plan_says_what_is_left_and_times_it_from_finished_trials_of_the_same_model(tmp_path, capsys):
     """`deltamup sweep SPEC --out DIR --plan`: per width the trials left, parameters, tokens per parameter and GPU
-    share, and the GPU-minutes left from the measured seconds a step of DIR's finished trials of the same model and
-    the most memory one of them held; another depth is neither timed nor sized from them. It starts nothing and
-    writes nothing."""
+    share, and the GPU-minutes left from the measured GPU-seconds a step of DIR's finished trials of the same model
+    (two that shared a GPU count half their seconds each, one alone all of them) and the most memory one of them
+    held; another depth is neither timed nor sized from them. It starts nothing and writes nothing."""
     data = {**VALID, "seeds": [0, 1], "steps": 600, "resources": {"gpu": 0.5}}
     spec_path = write(tmp_path, data)
     spec = specs.load(spec_path)
     out = tmp_path / "sweep"
     out.mkdir()
     prepare_dir(spec, out, resume=False)
-    for i, point in enumerate([p for p in spec.grid() if p.width == 32][:3]):  # 3 of width 32's 4, 0.2 s a step
-        row = base_record(trial_config(spec, point, out, run=1)) | {"status": "ok", "val_loss": 1.0, "steps": 10,
-                                                                   "train_seconds": 2.0,
-                                                                   "peak_memory_gib": [2.5, 3.25, None][i]}
+    # 3 of width 32's 4: two side by side on GPU 0 from t = 0 to 10 at 0.4 s a step, one alone on GPU 1 at 0.2
+    timing = [(0, 0.0, 4.0), (0, 0.0, 4.0), (1, 5.0, 2.0)]
+    for i, point in enumerate([p for p in spec.grid() if p.width == 32][:3]):
+        gpu, start, seconds = timing[i]
+        row = base_record(trial_config(spec, point, out, run=1)) | {
+            "status": "ok", "val_loss": 1.0, "steps": 10, "train_seconds": seconds, "node_id": "n",
+            "gpu_ids": [str(gpu)], "started_at": start, "finished_at": start + 10.0,
+            "peak_memory_gib": [2.5, 3.25, None][i]}
         assert store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     assert main(["sweep", str(spec_path), "--out", str(out), "--plan"]) == 0
     lines = capsys.readouterr().out.splitlines()
     params = packing.parameter_count(spec.model_config(32))
     assert lines[1].split() == ["32", "4", "1", f"{params / 1e6:.3g}M", f"{600 * 8 * 64 / params:.3g}",
-                                lines[1].split()[5], "3.2", "0.5", "0.200", "1.0"]  # 1 trial × 600 × 0.2 s × 0.5
+                                lines[1].split()[5], "3.2", "0.5", "0.200", "2.0"]  # 1 trial × 600 × 0.2 GPU-s
     width64 = lines[2].split()
     assert width64[:3] == ["64", "4", "4"] and width64[6] == "–" and width64[-2:] == ["–", "–"]
     assert lines[3].startswith("5 of 8 trials left, 600 steps × 8 × 64 tokens a trial") and "width 64" in lines[3]
