@@ -27,9 +27,9 @@ from typing import Any
 
 from . import store
 from .packing import activation_bytes, gpu_memory_bytes, parameter_count, trial_gpus, trial_memory_bytes
+from .record import TrialRecord
 from .refine import refine_points
 from .runner import missing_grid, missing_refine
-from .record import TrialRecord
 from .spec import SweepSpec
 
 
