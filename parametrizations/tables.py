@@ -260,8 +260,30 @@ GDN_MUP_MIXER1M = replace(
     multipliers={**GDN_MUP.multipliers, "mixer_output": 1 / m},
     expect={opt: {**probes, "mixer_out": Slope(-1.0, None)} for opt, probes in GDN_MUP.expect.items()})
 
+# ---------------------------------------------------------------------------------------------------------------
+# The code variant's convolution init on GDN-µP's rules. At the 8-layer study's budget the code variant's lead at
+# width 1024 goes with its short convolutions' init (0.5/√d over the 4 taps; `gdn-mup-code-convinit` loses it):
+# `gdn-mup-codeconv` puts that init alone on GDN-µP, whose √d keeps the output norm normalising (a small v alone);
+# `gdn-mup-codeconv-nosqrtd` drops the √d as well, so the norm divides by √ε as in the code variant (a small v and
+# the ε regime). The conv init shrinks v like d^-1/2 at t = 0, and the state S ~ Σ β k vᵀ with it; under AdamW the
+# convs' Θ(1) updates soon dominate that init, so the trained predictions are GDN-µP's. Without the √d the mixer
+# output at t = 0 falls with o/√ε and is not predicted.
+_V_SMALL = {"v": Slope(-0.5, 0.0, below=0.4), "state": Slope(-1.0, -0.5, above=0.25)}
+GDN_MUP_CODECONV = replace(
+    GDN_MUP, name="gdn-mup-codeconv",
+    summary="GDN-µP with the short convolutions at the code variant's init (c/√d, the hidden class's).",
+    rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], init=_C)},
+    expect={opt: {**probes, **_V_SMALL} for opt, probes in GDN_MUP.expect.items()})
+GDN_MUP_CODECONV_NOSQRTD = replace(
+    GDN_MUP_CODECONV, name="gdn-mup-codeconv-nosqrtd",
+    summary="GDN-µP with the code variant's convolution init and no √d before the output RMSNorm (its ε regime).",
+    multipliers=_NO_READOUT,
+    expect={opt: {**{k: v for k, v in probes.items() if k != "mixer_out"}, **_V_SMALL}
+            for opt, probes in _O_SHRINKS.items()})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
                                                             GDN_MUP_GATEINIT, GDN_MUP_GATELR,
                                                             GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
-                                                            GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M)}
+                                                            GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M,
+                                                            GDN_MUP_CODECONV, GDN_MUP_CODECONV_NOSQRTD)}

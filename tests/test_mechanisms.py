@@ -174,3 +174,33 @@ def test_naive_gate_rules_apart_are_one_rule_each_and_together_mupgates_under_ad
                 assert lrs["gdn-mup-gatelr"][role] == pytest.approx(lrs["gdn-mup-mupgates"][role]), role
     for role in (Role.GATE_MATRIX, Role.BETA_MATRIX):
         assert tables.GDN_MUP_GATEINIT.rules[role].init == tables.GDN_MUP_MUPGATES.rules[role].init
+
+
+def test_code_convolution_init_on_gdn_mup_shrinks_v_alone_and_its_nosqrtd_twin_drops_only_the_sqrt_d():
+    """gdn-mup-codeconv: GDN-µP with the code variant's convolution init (0.5/√d), every learning rate and
+    multiplier GDN-µP's; v's RMS at t = 0 then shrinks like d^-1/2 where GDN-µP's is flat. gdn-mup-codeconv-nosqrtd
+    also drops the √d before the output norm, and nothing else."""
+    from deltamup.models.roles import role_of
+
+    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
+    slopes = {}
+    for name in ("gdn-mup", "gdn-mup-codeconv"):
+        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
+                                       seq_len=16, device="cpu")
+        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
+        slopes[name] = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with(".v"))["slope"].to_list()
+    assert slopes["gdn-mup"] and all(abs(s) < 0.15 for s in slopes["gdn-mup"])
+    assert slopes["gdn-mup-codeconv"] and all(-0.65 < s < -0.35 for s in slopes["gdn-mup-codeconv"])
+    for width in (32, 128):
+        model = parametrizations.build_model(ModelConfig(width=width, **SMALL), "gdn-mup-codeconv", "adamw", seed=0)
+        convs = [p for p in model.parameters() if role_of(p) == Role.CONV]
+        assert convs and all(p.std().item() == pytest.approx(0.5 * width**-0.5, rel=0.25) for p in convs)
+        for optimizer in ("sgd", "adamw"):
+            lrs = {name: [(str(g["role"]), g["lr"]) for g in parametrizations.build_optimizer(
+                       parametrizations.build_model(ModelConfig(width=width, **SMALL), name, optimizer, seed=0),
+                       name, optimizer, 0.1).param_groups]
+                   for name in ("gdn-mup", "gdn-mup-codeconv", "gdn-mup-codeconv-nosqrtd")}
+            assert lrs["gdn-mup-codeconv"] == lrs["gdn-mup"] == lrs["gdn-mup-codeconv-nosqrtd"]
+    assert tables.GDN_MUP_CODECONV.multipliers == tables.GDN_MUP.multipliers
+    assert tables.GDN_MUP_CODECONV_NOSQRTD.multipliers == tables.GDN_MUP_NOSQRTD.multipliers
+    assert tables.GDN_MUP_CODECONV_NOSQRTD.rules == tables.GDN_MUP_CODECONV.rules
