@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from deltamup.reports import analysis, intervals
+from deltamup.reports.interpretation import interval
 
 MIN_DOF = 4  # degrees of freedom a side needs for its own σ
 
@@ -101,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         both = slopes(trials, None).join(slopes(trials, sides), on=["parametrization", "optimizer"],
                                          suffix="_by_side")
         for r in both.iter_rows(named=True):
-            rows.append(f"| {s} | {r['parametrization']} | {r['optimizer']} | {r['slope']:+.2f} "
-                        f"[{r['slope_lo']:+.2f}, {r['slope_hi']:+.2f}] {r['verdict']} | "
-                        f"[{r['slope_lo_by_side']:+.2f}, {r['slope_hi_by_side']:+.2f}] {r['verdict_by_side']} |")
+            rows.append(f"| {s} | {r['parametrization']} | {r['optimizer']} | "
+                        f"{interval(r['slope'], r['slope_lo'], r['slope_hi'])} {r['verdict']} | "
+                        f"{interval(r['slope_by_side'], r['slope_lo_by_side'], r['slope_hi_by_side'])} "
+                        f"{r['verdict_by_side']} |")
         print(f"{s}: {time.time() - start:.0f} s", file=sys.stderr)
     text = ("| sweep | the report's σ | seed SD by position from the best grid LR (dof) | σ below / at / above |\n"
             "| --- | --- | --- | --- |\n" + "\n".join(spreads) + "\n\n"
