@@ -3,6 +3,7 @@ divided by d; AdamW's ε is a per-role rule of the table; SGD without clipping i
 import dataclasses
 from pathlib import Path
 
+import polars as pl
 import pytest
 import torch
 
@@ -26,6 +27,16 @@ def losses(parametrization: str, width: int, optimizer: str, steps: int = 4) -> 
     config = TrainConfig(optimizer=optimizer, lr=1e-2 if optimizer == "adamw" else 0.1, steps=steps, log_every=1,
                          bf16=False)
     return [loss for _, loss, _ in train(model, parametrization, config, sample_batches(4, 32, seed=0)).losses]
+
+
+def at_init(name: str, probe_suffix: str) -> pl.DataFrame:
+    """The fitted width slopes at t = 0 of the probes ending in probe_suffix: a 1-step AdamW coordinate check of
+    table `name` at widths 32–256 (depth 1, norm eps 1e-6), with each slope's verdict against the table."""
+    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
+    check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2, seq_len=16,
+                                   device="cpu")
+    fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
+    return fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with(probe_suffix))
 
 
 def test_rmsnorm_of_a_scaled_input_is_rmsnorm_with_eps_over_the_scale_squared():
@@ -109,15 +120,11 @@ def test_long_coordinate_check_runs_the_sweep_schedule_and_records_every_n_steps
 def test_gate_rules_alone_decide_whether_the_gate_pre_activations_grow_with_width():
     """gdn-mup-mupgates is GDN-µP with naive µP's gate rules only: at init W_α x grows like √d there (the blow-up
     GDN-µP's σ/√m init removes) and not under gdn-mup; the slope test is the table's own expectation."""
-    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
     slopes = {}
     for name in ("gdn-mup", "gdn-mup-mupgates"):
-        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
-                                       seq_len=16, device="cpu")
-        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
-        at_init = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with("alpha_pre"))
-        slopes[name] = at_init["slope"].to_list()
-        assert at_init["verdict"].to_list() == ["ok"] * len(at_init), name
+        fitted = at_init(name, "alpha_pre")
+        slopes[name] = fitted["slope"].to_list()
+        assert fitted["verdict"].to_list() == ["ok"] * len(fitted), name
     assert all(s > 0.35 for s in slopes["gdn-mup-mupgates"]) and all(abs(s) < 0.15 for s in slopes["gdn-mup"])
 
 
@@ -153,13 +160,9 @@ def test_naive_gate_rules_apart_are_one_rule_each_and_together_mupgates_under_ad
     """gdn-mup-gateinit takes naive µP's gate-matrix init alone: W_α x grows like √d at init, its learning rates are
     GDN-µP's. gdn-mup-gatelr takes their AdamW LR alone (× 1: m = 4 times GDN-µP's at width 128), its init and every
     SGD rate GDN-µP's. Under AdamW the two rules together are gdn-mup-mupgates'."""
-    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
     for name, grows in (("gdn-mup-gateinit", True), ("gdn-mup-gatelr", False)):
-        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
-                                       seq_len=16, device="cpu")
-        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
-        at_init = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with("alpha_pre"))["slope"]
-        assert all((s > 0.35) if grows else (abs(s) < 0.15) for s in at_init.to_list()), name
+        slopes = at_init(name, "alpha_pre")["slope"].to_list()
+        assert slopes and all((s > 0.35) if grows else (abs(s) < 0.15) for s in slopes), name
     model = parametrizations.build_model(ModelConfig(width=128, **SMALL), "gdn-mup", seed=0)  # m = 4
     gates = {"gate_matrix", "beta_matrix"}
     for optimizer in ("sgd", "adamw"):
@@ -182,13 +185,7 @@ def test_code_convolution_init_on_gdn_mup_shrinks_v_alone_and_its_nosqrtd_twin_d
     also drops the √d before the output norm, and nothing else."""
     from deltamup.models.roles import role_of
 
-    config = ModelConfig(**{**SMALL, "norm_eps": 1e-6})
-    slopes = {}
-    for name in ("gdn-mup", "gdn-mup-codeconv"):
-        check = coord_check.CoordCheck(config, name, "adamw", (32, 64, 128, 256), steps=1, batch_size=2,
-                                       seq_len=16, device="cpu")
-        fitted = coord_check.fit_slopes(coord_check.run(check), name, "adamw", "gdn")
-        slopes[name] = fitted.filter((fitted["step"] == 0) & fitted["probe"].str.ends_with(".v"))["slope"].to_list()
+    slopes = {name: at_init(name, ".v")["slope"].to_list() for name in ("gdn-mup", "gdn-mup-codeconv")}
     assert slopes["gdn-mup"] and all(abs(s) < 0.15 for s in slopes["gdn-mup"])
     assert slopes["gdn-mup-codeconv"] and all(-0.65 < s < -0.35 for s in slopes["gdn-mup-codeconv"])
     for width in (32, 128):
