@@ -265,9 +265,11 @@ GDN_MUP_MIXER1M = replace(
 # width 1024 goes with its short convolutions' init (0.5/√d over the 4 taps; `gdn-mup-code-convinit` loses it):
 # `gdn-mup-codeconv` puts that init alone on GDN-µP, whose √d keeps the output norm normalising (a small v alone);
 # `gdn-mup-codeconv-nosqrtd` drops the √d as well, so the norm divides by √ε as in the code variant (a small v and
-# the ε regime). The conv init shrinks v like d^-1/2 at t = 0, and the state S ~ Σ β k vᵀ with it; under AdamW the
-# convs' Θ(1) updates soon dominate that init, so the trained predictions are GDN-µP's. Without the √d the mixer
-# output at t = 0 falls with o/√ε and is not predicted.
+# the ε regime). The conv init shrinks v like d^-1/2 at t = 0, and the state S ~ Σ β k vᵀ with it. The trained
+# bands are GDN-µP's, on the premise that the convs' Θ(1) AdamW updates soon outgrow that init; the 100-step check at
+# 2^-9 finds they do not (v's change still d^-0.3…-0.5 and the state's d^-0.8…-1.0 at t = 100,
+# studies/coord-checks/long). The bands are as set before it ran. Without the √d the mixer output at t = 0 falls
+# with o/√ε and is not predicted.
 _V_SMALL = {"v": Slope(-0.5, 0.0, below=0.4), "state": Slope(-1.0, -0.5, above=0.25)}
 GDN_MUP_CODECONV = replace(
     GDN_MUP, name="gdn-mup-codeconv",
