@@ -57,13 +57,20 @@ VARIANTS = {
     # hidden matrix's update lines up less with its input")
     "hidden AdamW LR x m^0.3": {Role.HIDDEN: RoleRule(init=BASE.rules[Role.HIDDEN].init,
                                                       lr={"adamw": m**-0.7, "sgd": 1})},
-    "no readout multiplier": "readout",
     # naive µP's gate rules (gdn-mup-mupgates: +0.036 nats at width 1024 in the 8-layer study), and under AdamW their
     # two parts apart (the gate scalars' AdamW LR is × 1 in both tables): W_α, W_β's init σ instead of σ/√m, and
     # their AdamW LR × 1 instead of × 1/m
     "naive µP's gate rules": {role: tables.GDN_MUP_MUPGATES.rules[role] for role in (*BOTH, Role.GATE_SCALAR)},
     "gate matrices init σ (naive µP)": _changed(BOTH, init=tables.MUP.rules[Role.GATE_MATRIX].init),
     "gate matrices AdamW LR x1 (naive µP)": _changed(BOTH, lr={"adamw": 1, "sgd": m**-0.5}),
+}
+_NO_READOUT = {k: v for k, v in BASE.multipliers.items() if k != "readout"}
+# variants of the forward multipliers, the rules GDN-µP's: the √d before the output RMSNorm dropped; and dropped with
+# that norm's ε × 100 (1e-4), which puts the norm on ε at every width of the check with the convolutions at their
+# own init (mean(o²)/ε ≤ 0.5 at t = 0), as gdn-mup-codeconv-nosqrtd does by a small v (studies/coord-checks/long)
+MULTIPLIER_VARIANTS = {
+    "no readout multiplier": _NO_READOUT,
+    "no readout multiplier, output norm eps x100": {**_NO_READOUT, "readout_eps": 100.0},
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
 SHORT = dict(widths=(128, 256, 512, 1024), steps=20)
@@ -82,12 +89,10 @@ def main(names: list[str], long: bool, optimizer: str, model: str, widths: tuple
     probes = PROBES + (["block0.v", "block0.state", "block1.mixer_out", "block0.mlp_out", "block1.mlp_out"]
                        if long else [])
     for name in names:
-        change = VARIANTS[name]
-        if change == "readout":  # drop the √d before the output RMSNorm
-            multipliers = {k: v for k, v in BASE.multipliers.items() if k != "readout"}
-            variant = dataclasses.replace(BASE, name=f"ablation: {name}", multipliers=multipliers)
+        if name in MULTIPLIER_VARIANTS:
+            variant = dataclasses.replace(BASE, name=f"ablation: {name}", multipliers=MULTIPLIER_VARIANTS[name])
         else:
-            variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **change})
+            variant = dataclasses.replace(BASE, name=f"ablation: {name}", rules={**BASE.rules, **VARIANTS[name]})
         tables.REGISTRY[variant.name] = variant
         config = dataclasses.replace(MODELS[model], depth=depth)
         check = coord_check.CoordCheck(config, variant.name, optimizer, device="cpu", **settings)
@@ -108,7 +113,8 @@ def main(names: list[str], long: bool, optimizer: str, model: str, widths: tuple
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("variants", nargs="*", metavar="VARIANT", help=f"default: all of {', '.join(VARIANTS)}")
+    parser.add_argument("variants", nargs="*", metavar="VARIANT",
+                        help=f"default: all of {', '.join([*VARIANTS, *MULTIPLIER_VARIANTS])}")
     parser.add_argument("--long", action="store_true", help="the 100-step check at the study's LR and schedule")
     parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     parser.add_argument("--model", choices=tuple(MODELS), default="gdn")
@@ -120,9 +126,10 @@ if __name__ == "__main__":
                         help="also the per-matrix probes (dWx., dW., in., align., srank.)")
     parser.add_argument("--out", type=Path, default=None, help="write each variant's check to OUT/<variant>-s<seed>")
     args = parser.parse_args()
-    names = args.variants or list(VARIANTS)
-    if unknown := [n for n in names if n not in VARIANTS]:
-        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    known = [*VARIANTS, *MULTIPLIER_VARIANTS]
+    names = args.variants or known
+    if unknown := [n for n in names if n not in known]:
+        parser.error(f"unknown variants {unknown}; choose from {known}")
     if args.depth < 1:
         parser.error(f"--depth must be at least 1, got {args.depth}")
     main(names, args.long, args.optimizer, args.model, args.widths, args.seed, args.depth, args.matrix_probes, args.out)
