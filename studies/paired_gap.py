@@ -21,8 +21,8 @@ from deltamup.reports.intervals import mean_interval
 def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] | None = None) -> pl.DataFrame:
     """One row per (lr, horizon): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
     where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB"."""
-    ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width)
-    steps = horizons(ok) or [(100, "val_loss")]
+    ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in([a, b]))
+    steps = horizons(ok) or [(100, "val_loss")]  # the horizons both sides' trials all record
     rows = []
     for pct, metric in steps:
         pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"))

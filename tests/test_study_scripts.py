@@ -213,7 +213,7 @@ def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> N
 
 def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) -> None:
     """studies/paired_gap.py: a − b for the seeds both finished at each LR and horizon; a diverged seed or an LR
-    only one side ran drops out."""
+    only one side ran drops out; a third parametrization without horizons leaves a and b's horizons in."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("paired_gap", ROOT / "studies/paired_gap.py")
@@ -244,6 +244,9 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     assert crossed["seeds"].to_list() == [[0, 1], [0, 1]]  # b's diverged seed is at 2^-5, not in this pair
     assert crossed["a_minus_b"].to_list() == [[round(0.5 + 2.0**-5 - 2.0**-6, 3)] * 2] * 2
     assert module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-4, -4)).is_empty()  # b never ran 2^-4
+    older = pl.DataFrame([*rows, {"parametrization": "c", "width": 256, "lr": 2.0**-6, "seed": 0, "status": "ok",
+                                  "val_loss": 2.0, "val_loss_h50": None}])  # a third, run before horizons were kept
+    assert module.gaps(older, "a", "b", 256)["horizon_pct"].to_list() == [50, 100, 50, 100]
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
