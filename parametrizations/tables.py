@@ -283,9 +283,19 @@ GDN_MUP_CODECONV_NOSQRTD = replace(
     expect={opt: {**{k: v for k, v in probes.items() if k != "mixer_out"}, **_V_SMALL}
             for opt, probes in _O_SHRINKS.items()})
 
+# The same ε regime with v at full size: no √d and the output norm's ε × 100 (1e-4), the convolutions at their own
+# init. mean(o²)/ε at t = 0 is then ≤ 0.5 from width 128 on, and in the 100-step CPU check it lowers the loss as
+# much as gdn-mup-codeconv-nosqrtd (studies/coord-checks/long): whether that is the ε regime itself.
+GDN_MUP_EPSREGIME = replace(
+    GDN_MUP_NOSQRTD, name="gdn-mup-epsregime",
+    summary="GDN-µP with the output norm on its ε: no √d before it and its ε × 100 (1e-4 at the default).",
+    multipliers={**_NO_READOUT, "readout_eps": 100.0},
+    expect={opt: {k: v for k, v in probes.items() if k != "mixer_out"} for opt, probes in _O_SHRINKS.items()})
+
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
                                                             GDN_MUP_GATEINIT, GDN_MUP_GATELR,
                                                             GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
                                                             GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M,
-                                                            GDN_MUP_CODECONV, GDN_MUP_CODECONV_NOSQRTD)}
+                                                            GDN_MUP_CODECONV, GDN_MUP_CODECONV_NOSQRTD,
+                                                            GDN_MUP_EPSREGIME)}

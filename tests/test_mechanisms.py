@@ -54,11 +54,13 @@ def test_sqrt_d_before_the_norm_trains_as_eps_over_d(optimizer):
         assert max(abs(a - b) for a, b in zip(sqrt_d[1:], neither[1:])) > 1e-3, width  # the eps does matter here
 
 
-def test_the_readout_eps_lands_on_the_output_norm_only():
+@pytest.mark.parametrize("name,output_eps", [("gdn-mup-normeps", 1e-4 / 128), ("gdn-mup-epsregime", 1e-4 * 100)])
+def test_the_readout_eps_lands_on_the_output_norm_only(name, output_eps):
+    """gdn-mup-normeps: the √d written as the output norm's ε / d; gdn-mup-epsregime: no √d and that ε × 100."""
     config = ModelConfig(width=128, **SMALL)
-    model = parametrizations.build_model(config, "gdn-mup-normeps")
+    model = parametrizations.build_model(config, name)
     block = model.blocks[0]
-    assert block.mixer.o_norm.eps == pytest.approx(1e-4 / 128)
+    assert block.mixer.o_norm.eps == pytest.approx(output_eps)
     assert block.mixer_norm.eps == block.mlp_norm.eps == model.final_norm.eps == 1e-4
     assert model.multipliers.readout == 1.0
 

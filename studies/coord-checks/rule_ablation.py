@@ -70,7 +70,7 @@ _NO_READOUT = {k: v for k, v in BASE.multipliers.items() if k != "readout"}
 # own init (mean(o²)/ε ≤ 0.5 at t = 0), as gdn-mup-codeconv-nosqrtd does by a small v (studies/coord-checks/long)
 MULTIPLIER_VARIANTS = {
     "no readout multiplier": _NO_READOUT,
-    "no readout multiplier, output norm eps x100": {**_NO_READOUT, "readout_eps": 100.0},
+    "no readout multiplier, output norm eps x100": tables.GDN_MUP_EPSREGIME.multipliers,  # gdn-mup-epsregime
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
 SHORT = dict(widths=(128, 256, 512, 1024), steps=20)
