@@ -9,7 +9,7 @@ the same model and batch at that width, the GPU time left.
         memory_gib, gpu_share    a trial's estimated peak memory (GiB; sweeps.packing) and the GPU share it asks for
         step_seconds             the measured mean GPU-seconds a step of out's finished trials at this width with
                                  this model (every field the record holds) and batch: a trial's seconds a step × its
-                                 GPUs ÷ the trials that shared them with it on average (gpu_share_step_seconds); a
+                                 GPUs ÷ the trials that shared them with it on average (gpu_step_seconds); a
                                  trial without GPUs counts its own seconds a step; None without
         measured_gib             the most GPU memory one of those trials held (peak_memory_gib); None without
                                  (trials on a CPU, or none yet)

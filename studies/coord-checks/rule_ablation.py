@@ -64,12 +64,11 @@ VARIANTS = {
     "gate matrices init σ (naive µP)": _changed(BOTH, init=tables.MUP.rules[Role.GATE_MATRIX].init),
     "gate matrices AdamW LR x1 (naive µP)": _changed(BOTH, lr={"adamw": 1, "sgd": m**-0.5}),
 }
-_NO_READOUT = {k: v for k, v in BASE.multipliers.items() if k != "readout"}
 # variants of the forward multipliers, the rules GDN-µP's: the √d before the output RMSNorm dropped; and dropped with
 # that norm's ε × 100 (1e-4), which puts the norm on ε at every width of the check with the convolutions at their
 # own init (mean(o²)/ε ≤ 0.5 at t = 0), as gdn-mup-codeconv-nosqrtd does by a small v (studies/coord-checks/long)
 MULTIPLIER_VARIANTS = {
-    "no readout multiplier": _NO_READOUT,
+    "no readout multiplier": tables.GDN_MUP_NOSQRTD.multipliers,  # gdn-mup-nosqrtd
     "no readout multiplier, output norm eps x100": tables.GDN_MUP_EPSREGIME.multipliers,  # gdn-mup-epsregime
 }
 PROBES = ["block0.alpha_pre", "block0.beta_pre", "block0.mixer_out", "block0.readout", "block1.readout", "logits"]
