@@ -25,10 +25,11 @@
 #       gates-apart  naive µP's two gate-matrix rules apart at width 1024, 3 seeds, at GDN-µP's optimum there and its
 #              neighbours: W_α, W_β's init σ alone (gdn-mup-gateinit) and their AdamW LR × 1 alone (gdn-mup-gatelr);
 #              together they are mech's gdn-mup-mupgates, which cost 0.036 nats there
-#       code-conv  the code variant's convolution init on GDN-µP at width 1024, 3 seeds, at GDN-µP's optimum there
-#              and its neighbours: alone (gdn-mup-codeconv: a small v, the output norm still normalising) and with
-#              no √d (gdn-mup-codeconv-nosqrtd: the code variant's ε regime); code-rules found the code variant's
-#              lead going with that init, within its other rules
+#       code-conv  the code variant's convolution init on GDN-µP at widths 1024 then 256, 3 seeds, at GDN-µP's
+#              optimum there and its neighbours: alone (gdn-mup-codeconv: a small v, the output norm still
+#              normalising) and with no √d (gdn-mup-codeconv-nosqrtd: the code variant's ε regime); code-rules found
+#              the code variant's lead going with that init, within its other rules; width 256 says whether the
+#              init's lead is a width effect (0.5/√d is 9× below the convs' own init there, 18× at 1024)
 #       eps-regime the same ε regime with v at full size at width 1024, 3 seeds, around GDN-µP's optimum: no √d and
 #              the output norm's ε × 100 (gdn-mup-epsregime; its own graph: the ε is a constant of the compiled norm)
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
@@ -64,13 +65,14 @@ long_groups() {  # X, LONG and groups: the long parts' sweep directory, settings
     done
   done
 }
-around_gdn_mup() {  # "PARAMETRIZATIONS" WIDTH…: each width at GDN-µP's optimum g there and g/2, 2g, seeds 0–2
-  local PS=$1 W g; shift
+around_gdn_mup() {  # "PARAMETRIZATIONS" WIDTH…: each width at GDN-µP's optimum g there and g/2, 2g, seeds 0–2;
+  local PS=$1 W g share; shift  # width 1024 two trials a GPU (auto gives it a whole one: 93% busy against 85%)
   for W in "$@"; do
     g=$(optima optimum "$W" gdn-mup -9)
+    share=auto; [ "$W" = 1024 ] && share=0.5
     echo "$PS at width $W around GDN-µP's optimum 2^$g"
     sweep --set "widths=[$W]" --set "parametrizations=[$PS]" --set "lrs=$(lrs $((g - 1)) "$g" $((g + 1)))" \
-          --set 'seeds=[0, 1, 2]'
+          --set 'seeds=[0, 1, 2]' --set "resources.gpu=$share"
   done
 }
 two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
@@ -106,7 +108,7 @@ for PART in "$@"; do
     code) around_gdn_mup gdn-mup-code 256 1024 ;;
     code-rules) around_gdn_mup "gdn-mup-code-convinit, gdn-mup-mixer1m" 1024 ;;
     gates-apart) around_gdn_mup "gdn-mup-gateinit, gdn-mup-gatelr" 1024 ;;
-    code-conv) around_gdn_mup "gdn-mup-codeconv, gdn-mup-codeconv-nosqrtd" 1024 ;;
+    code-conv) around_gdn_mup "gdn-mup-codeconv, gdn-mup-codeconv-nosqrtd" 1024 256 ;;
     eps-regime) around_gdn_mup gdn-mup-epsregime 1024 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
