@@ -12,6 +12,8 @@
 # run, its graphs compiled side by side and its trials packed together, instead of one run a group.
 # PART_SETS="KEY=VALUE …" bash studies/NAME/run.sh …: every sweep of the parts also takes these --set arguments,
 # last (how the trials run, not what they are: e.g. resources.gpu=0.5 to train width-1024 trials two a GPU).
+# PART_DEADLINE=UNIX_SECONDS bash studies/NAME/run.sh …: every sweep of the parts gets --time-limit for the time left
+# until then (a trial starts only if its width's finished trials say it ends in time); past it, a sweep is not run.
 # PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
 # memory, GPU time left from the finished trials) and runs nothing; a part that picks its LRs from results the
 # plan did not produce plans from what the directory already holds.
@@ -21,7 +23,12 @@ seed_cache() {  # OUT: a sweep directory without a compile cache starts from DIR
   mkdir -p "$out" && cp -r "$DIR/compile-cache" "$out/compile-cache" && echo "compile cache of $out: $DIR's"
 }
 sweep_to() {
-  local out=$1 kv extra=(); shift
+  local out=$1 kv extra=() left; shift
+  if [ -n "${PART_DEADLINE:-}" ] && [ -z "${PLAN:-}" ]; then
+    left=$((PART_DEADLINE - $(date +%s)))
+    [ "$left" -gt 0 ] || { echo "time limit reached: the sweep into $out not run"; return 0; }
+    extra+=(--time-limit "$left")
+  fi
   [ -n "${PLAN:-}" ] || seed_cache "$out"
   for kv in ${PART_SETS:-}; do extra+=(--set "$kv"); done
   python3 -m deltamup sweep "$SPEC" --out "$out" --resume --warm-kernels --progress-every 60 \

@@ -17,6 +17,7 @@ from deltamup.console import duration, print_table
 
 from . import cost, store
 from .refine import best_lr
+from .time_limit import NOT_STARTED
 
 
 class Progress(Callback):
@@ -42,7 +43,8 @@ class Progress(Callback):
     def _finish(self, trial: Any, status: str) -> None:
         width, began = self.running.pop(trial.trial_id, (self._width(trial), time.time()))
         self.done[width][status] += 1
-        self.seconds[width].append(time.time() - began)
+        if status != NOT_STARTED:  # the ETA's mean trial time counts trials that trained
+            self.seconds[width].append(time.time() - began)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # a trial Tune stopped (a pruner) ends on an intermediate result, which has no status
@@ -71,6 +73,7 @@ class Progress(Callback):
             eta = 0.0 if remaining == 0 else remaining * mean / max(1, running)
             earlier = f" (+{self.earlier[width]} earlier)" if self.earlier[width] else ""
             pruned = f", {counts['pruned']} pruned" if counts["pruned"] else ""
+            pruned += f", {counts[NOT_STARTED]} not started (time limit)" if counts[NOT_STARTED] else ""
             lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done{earlier} "
                          f"({counts['diverged']} diverged, {counts['error']} errors{pruned}), {running} running, "
                          f"ETA {duration(eta)}")

@@ -4,6 +4,7 @@ or, with `search: optuna`, Optuna's (sweeps.search), GPU-packed, with a compact 
 
     run_sweep(spec, out, address=None, resume=False)   # a local Ray cluster: 127.0.0.1 only, token auth, whatever
                                                        # the environment says (address="auto" or host:port opts out)
+    run_sweep(spec, out, deadline=time.time() + 540)   # start only the trials that end by then (sweeps.time_limit)
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .packing import check_memory
 from .parallel import ray_identity, release_leaked_groups
 from .refine import grid_centres, refine_points
 from .spec import GRID_AXES, SweepSpec, TrialPoint, parse
+from .time_limit import NOT_STARTED, starts_in_time
 from .trial import trial_config, trial_key
 from .tuner import record_ray_errors, run_config, trainable, trial_cost, tune_config
 from .warmup import warm_graphs
@@ -129,11 +131,16 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
 
 def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resume: bool = False,
               num_cpus: int | None = None, progress_every: float = 10.0,
-              beside_start: Callable[[], Callable[[], None]] | None = None) -> dict[str, Any]:
-    """Runs every trial of `spec` that DIR has no finished row for; returns this run's line of DIR/runs.jsonl
-    (run, trials launched, wall seconds, …). Bad input raises ValueError before Ray starts. `beside_start`, called
-    once the input is checked and DIR is locked, starts work to run beside Ray's start and the compile warm-up (the
-    CLI's kernel check) and returns its wait, which runs once: before the first trial launches, or at the end."""
+              beside_start: Callable[[], Callable[[], None]] | None = None,
+              deadline: float | None = None) -> dict[str, Any]:
+    """Runs every trial of `spec` that DIR has no finished row for (with a `deadline`, unix s: those that end by
+    then, sweeps.time_limit); returns this run's line of DIR/runs.jsonl (run, trials launched, wall seconds,
+    trials the deadline kept from starting, …). Bad input raises ValueError before Ray starts. `beside_start`,
+    called once the input is checked and DIR is locked, starts work to run beside Ray's start and the compile
+    warm-up (the CLI's kernel check) and returns its wait, which runs once: before the first trial launches, or at
+    the end."""
+    if deadline is not None and spec.search == "optuna":
+        raise ValueError("a time limit needs search: grid or refine (Optuna picks its trials as they finish)")
     check_memory(spec, local=address is None)
     out = writable_dir(str(out))
     with store.driver_lock(out):
@@ -142,7 +149,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
         warn_if_other_code(out)
         wait = once(beside_start() if beside_start is not None else (lambda: None))
         try:
-            return run_missing(spec, out, address, num_cpus, progress_every, wait)
+            return run_missing(spec, out, address, num_cpus, progress_every, wait, deadline)
         finally:
             wait()
 
@@ -184,8 +191,10 @@ def once(fn: Callable[[], None]) -> Callable[[], None]:
 
 
 def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int | None,
-                progress_every: float, before_trials: Callable[[], None]) -> dict[str, Any]:
-    """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock)."""
+                progress_every: float, before_trials: Callable[[], None],
+                deadline: float | None = None) -> dict[str, Any]:
+    """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock); with a deadline, no Ray
+    at all where none of them would end by it."""
     configure_ray_env(local=address is None)
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary  # imports Ray: after configure_ray_env
@@ -194,7 +203,12 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
     run = len(store.read_runs(out)) + 1
     started = time.time()
     store.append_run(out, {"run": run, "started_at": started, "address": address})
-    launched = 0
+    launched = not_started = 0
+    if deadline is not None and todo and not missing_refine(spec, out) and not any_in_time(spec, out, todo, run,
+                                                                                           deadline):
+        print(f"time limit: none of the {len(todo)} trial(s) left ends in the {max(0, deadline - started):.0f} s "
+              f"left by the finished trials of its width; nothing started")
+        not_started, todo = len(todo), []
     if spec.tracking.mlflow is not None:
         from .tracking import mlflow_experiment  # imports mlflow, an optional package
 
@@ -203,23 +217,25 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             store.append_run(out, {"run": run} | ray_identity())
             release_leaked_groups([r for r in store.read_runs(out) if r["run"] != run])
-            launched += run_grid(spec, out, todo, run, progress_every, before_trials)
+            counts = [run_grid(spec, out, todo, run, progress_every, before_trials, deadline=deadline)]
             if spec.search == "refine":
-                launched += run_grid(spec, out, missing_refine(spec, out), run, progress_every, before_trials,
-                                     phase="refine")
+                counts.append(run_grid(spec, out, missing_refine(spec, out), run, progress_every, before_trials,
+                                       phase="refine", deadline=deadline))
+            launched, not_started = launched + sum(c[0] for c in counts), not_started + sum(c[1] for c in counts)
             if spec.search == "optuna":
                 from .search import run_optuna  # imports Ray: after configure_ray_env
 
                 before_trials()
                 launched += run_optuna(spec, out, run, progress_every)
     line = {"run": run, "started_at": started, "finished_at": time.time(), "wall_seconds": time.time() - started,
-            "launched": launched, "address": address}
+            "launched": launched, "address": address} | ({"not_started": not_started} if deadline is not None else {})
     store.append_run(out, line)
     store.consolidate(out)
     print_summary(out)
     left = missing_grid(spec, out)
     if left:
-        print(f"{len(left)} grid trial(s) have no finished result (interrupted or errors): "
+        late = f", {not_started} of them kept from starting by the time limit" if not_started else ""
+        print(f"{len(left)} grid trial(s) have no finished result (interrupted or errors{late}): "
               f"deltamup sweep {out} --resume runs them")
     if spec.search == "refine":
         print_refine_state(spec, out)
@@ -263,21 +279,30 @@ def print_refine_state(spec: SweepSpec, out: Path) -> None:
         print(f"{len(left)} refine trial(s) have no finished result: deltamup sweep {out} --resume runs them")
 
 
+def any_in_time(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, deadline: float) -> bool:
+    """Whether a trial of `points` would start now under `deadline` (one per width: they time alike)."""
+    first = {p.width: p for p in points}
+    return any(starts_in_time(out, trial_config(spec, p, out, run), deadline) for p in first.values())
+
+
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,
-             before_trials: Callable[[], None], phase: str = "grid") -> int:
+             before_trials: Callable[[], None], phase: str = "grid",
+             deadline: float | None = None) -> tuple[int, int]:
     """Runs `points` as one Tuner over a grid of trial configs (of `phase`), with compile on after a compile
-    warm-up (sweeps.warmup, its result in runs.jsonl as warmup_<phase>); returns how many were launched."""
+    warm-up (sweeps.warmup, its result in runs.jsonl as warmup_<phase>); returns (launched, kept from starting by
+    `deadline`)."""
     from ray import tune  # Ray is imported once configure_ray_env has set its environment
 
     if not points:
-        return 0
+        return 0, 0
     configs = sorted((trial_config(spec, p, out, run, phase) for p in points), key=trial_cost(spec), reverse=True)
     if any(c["train"]["compile"] for c in configs):  # each distinct graph compiled once, before the trials start
         store.append_run(out, {"run": run, f"warmup_{phase}": warm_graphs(spec, configs)})
     before_trials()
-    tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs)},
+    tuner = tune.Tuner(trainable(spec), param_space={"trial": tune.grid_search(configs), "deadline": deadline},
                        tune_config=tune_config(spec), run_config=run_config(spec, out, f"run{run}-{phase}",
                                                                            [c["point"]["width"] for c in configs],
                                                                            progress_every))
-    record_ray_errors(out, tuner.fit())
-    return len(configs)
+    results = tuner.fit()
+    record_ray_errors(out, results)
+    return len(configs), sum((r.metrics or {}).get("status") == NOT_STARTED for r in results)

@@ -12,7 +12,8 @@ from . import store
 from .packing import gpu_memory_bytes, parameter_count, trial_gpus
 from .parallel import driver_resources, run_data_parallel
 from .spec import SweepSpec
-from .trial import base_record, run_trial
+from .time_limit import NOT_STARTED, starts_in_time
+from .trial import base_record, run_trial, sweep_dir
 
 
 def trial_cost(spec: SweepSpec) -> Any:
@@ -44,7 +45,8 @@ def trial_resources(spec: SweepSpec) -> tuple[Resources, Resources]:
 
 def trainable(spec: SweepSpec) -> Any:
     """The Tune function of every trial, with its resources (trial_resources): run_trial for a one-device trial,
-    run_data_parallel, which drives its TorchTrainer's workers, for a data-parallel one."""
+    run_data_parallel, which drives its TorchTrainer's workers, for a data-parallel one. Under a time limit (the
+    config's "deadline", unix s) a trial that would not end in time reports NOT_STARTED instead (sweeps.time_limit)."""
     from ray import tune
     from ray.tune.execution.placement_groups import PlacementGroupFactory
 
@@ -57,6 +59,10 @@ def trainable(spec: SweepSpec) -> Any:
         return PlacementGroupFactory([{k: v for k, v in bundles[key(config)].items() if v}])
 
     def trial(config: dict) -> None:
+        deadline = config.get("deadline")
+        if deadline is not None and not starts_in_time(sweep_dir(config["trial"]), config["trial"], deadline):
+            tune.report({"status": NOT_STARTED})
+            return
         if config["trial"]["workers"] > 1:
             run_data_parallel(config, workers[key(config)])
         else:

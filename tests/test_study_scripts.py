@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -139,6 +140,15 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
     assert planned.returncode == 0, planned.stderr[-2000:]
     assert "0 of 12 trials left" in planned.stdout and len(store.read_runs(out)) == len(runs)  # planned, not run
     assert "GPU shares for 40 GB GPUs" in planned.stdout  # PART_SETS reach every sweep of the part
+    said = []
+    for deadline in (time.time() - 1, time.time() + 600):  # past: no sweep runs; ahead: each gets --time-limit
+        limited = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT), "PART_DEADLINE": str(int(deadline))})
+        assert limited.returncode == 0, limited.stderr[-2000:]
+        said.append(limited.stdout)
+    assert said[0].strip() == f"time limit reached: the sweep into {out} not run"
+    lines = [r for r in store.read_runs(out) if "launched" in r]
+    assert len(lines) == 2 and "not_started" not in lines[0] and lines[1]["not_started"] == 0
 
 
 def test_another_sweep_directory_starts_from_dirs_compile_cache(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every candidate config there against fp64: those off it are left out of the trials' "
                         "autotuning. Compiles first, then checks beside Ray's start and the compile warm-up; the "
                         "trials launch once the check is done. Only the widths left to run, nothing when none is")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="the time this command has (counted from its start), where something outside will cut it: "
+                        "a trial starts only if the sweep's finished trials of its width say it ends within it; the "
+                        "others stay missing for --resume (sweeps/time_limit.py). Grid and refine sweeps")
     p.add_argument("--plan", action="store_true",
                    help="print, per width, the trials left, parameters, tokens per parameter, memory and GPU share a "
                         "trial, and the GPU time left where DIR has finished trials of the same model to time; run "
@@ -41,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.time()
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise ValueError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
     path = Path(args.spec)
     if path.is_dir():  # `deltamup sweep DIR --resume`
         spec = specs.load(path / "spec.yaml", args.set)
@@ -60,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         use_cache(store.compile_cache_dir(out))  # the folder the trials' Triton cache is in (sweeps.trial)
         kernel_check = lambda: start_kernel_check(spec, widths_to_run(spec, out), out)  # noqa: E731
     run_sweep(spec, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus,
-              progress_every=args.progress_every, beside_start=kernel_check)
+              progress_every=args.progress_every, beside_start=kernel_check,
+              deadline=None if args.time_limit is None else started + args.time_limit)
     return 0
 
 
