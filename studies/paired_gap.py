@@ -5,24 +5,45 @@ loss, nats) seed by seed at each common LR and at 25%, 50% and 100% of the steps
 (Student's t over the paired differences, as the report's head-to-head), so a gap that holds at every LR,
 or grows with the steps, shows as such. With EA EB, A at 2^EA against B at 2^EB instead (each at its own best LR,
 say), at every horizon. Finished trials only (a diverged seed leaves its pair out).
+With --train, the training loss instead, its mean over the 100 steps up to steps 100, 300, 600, 900 and the last
+(DIR/curves.parquet): paired by seed the two saw the same batches, so this says when in the run a gap opens, also
+for trials that record no horizons.
 
-    python3 studies/paired_gap.py DIR A B WIDTH [EA EB]   e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
+    python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train]
+    e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
 from deltamup.reports.intervals import mean_interval
 
+TRAIN_STEPS = (100, 300, 600, 900)  # --train: the windows' last steps, and the trials' last
+TRAIN_WINDOW = 100                  # steps a window's mean training loss is over
 
-def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] | None = None) -> pl.DataFrame:
-    """One row per (lr, horizon): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
-    where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB"."""
+
+def train_windows(trials: pl.DataFrame, curves: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
+    """(trials with a column train_S per window: the mean training loss over steps S − TRAIN_WINDOW < step ≤ S,
+    steps counted from 1; the (S, column) pairs), S in TRAIN_STEPS and the last step every trial reached."""
+    last = int(curves.group_by("trial_id").agg(pl.col("step").max())["step"].min()) + 1
+    ends = [s for s in TRAIN_STEPS if s < last] + [last]
+    means = curves.group_by("trial_id").agg(
+        pl.col("train_loss").filter((pl.col("step") + 1 > s - TRAIN_WINDOW) & (pl.col("step") + 1 <= s)).mean()
+        .alias(f"train_{s}") for s in ends)
+    return trials.join(means, on="trial_id"), [(s, f"train_{s}") for s in ends]
+
+
+def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] | None = None,
+         at: list[tuple[int, str]] | None = None) -> pl.DataFrame:
+    """One row per (lr, point `at`): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
+    where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB". `at`: (label,
+    column) pairs, by default the validation loss at each horizon (label: % of the steps) both sides record."""
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in([a, b]))
-    steps = horizons(ok) or [(100, "val_loss")]  # the horizons both sides' trials all record
+    steps = at or horizons(ok) or [(100, "val_loss")]  # the horizons both sides' trials all record
     rows = []
     for pct, metric in steps:
         pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"))
@@ -37,19 +58,21 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
         for (log2_lr,), group in pairs.with_columns(label.alias("log2_lr")).group_by("log2_lr", maintain_order=True):
             diff = (group["a"] - group["b"]).to_numpy()
             mean, lo, hi = mean_interval(diff)
-            rows.append({"log2_lr": log2_lr, "horizon_pct": pct, "seeds": group["seed"].to_list(),
+            rows.append({"log2_lr": log2_lr, "at": pct, "seeds": group["seed"].to_list(),
                          "a_minus_b": [round(d, 3) for d in diff], "mean": round(mean, 4),
                          "lo": None if lo is None else round(lo, 4), "hi": None if hi is None else round(hi, 4)})
     if not rows:
         return pl.DataFrame()
     table = pl.DataFrame(rows)
     if lrs is None:  # by LR (numerically), then horizon
-        return table.sort(pl.col("log2_lr").cast(pl.Int64), "horizon_pct")
-    return table.sort("horizon_pct")
+        return table.sort(pl.col("log2_lr").cast(pl.Int64), "at")
+    return table.sort("at")
 
 
 def main(argv: list[str]) -> None:
-    usage = "usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB]   (EA, EB: log2 of A's and B's LR)"
+    usage = "usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train]   (EA, EB: log2 of A's and B's LR)"
+    train = "--train" in argv
+    argv = [x for x in argv if x != "--train"]
     if len(argv) not in (4, 6) or not argv[3].isdigit():
         raise SystemExit(usage)
     try:
@@ -61,16 +84,22 @@ def main(argv: list[str]) -> None:
         trials = load_sweep(directory).trials
     except ValueError as e:
         raise SystemExit(f"paired_gap.py: {e}") from None
-    table = gaps(trials, a, b, width, lrs)
+    at = None
+    if train:
+        if not (Path(directory) / "curves.parquet").is_file():
+            raise SystemExit(f"paired_gap.py: {directory} has no curves.parquet (deltamup report rebuilds it)")
+        trials, at = train_windows(trials, pl.read_parquet(Path(directory) / "curves.parquet"))
+    table = gaps(trials, a, b, width, lrs, at)
     if table.is_empty():
         at = "(lr, seed)" if lrs is None else f"seed at 2^{lrs[0]} and 2^{lrs[1]}"
         raise SystemExit(f"paired_gap.py: {a} and {b} share no finished {at} at width {width} in {directory}")
-    print(f"{a} − {b}, val_loss (nats), width {width}, paired by seed ({directory})")
-    print("| log2 LR | % of steps | seeds | a − b by seed | mean [90%] |")
+    metric = f"training loss, mean of the {TRAIN_WINDOW} steps up to each" if train else "val_loss"
+    print(f"{a} − {b}, {metric} (nats), width {width}, paired by seed ({directory})")
+    print(f"| log2 LR | {'step' if train else '% of steps'} | seeds | a − b by seed | mean [90%] |")
     print("| --- | --- | --- | --- | --- |")
     for r in table.iter_rows(named=True):
         spread = f" [{r['lo']:+.4f}, {r['hi']:+.4f}]" if r["lo"] is not None else ""
-        print(f"| {r['log2_lr']} | {r['horizon_pct']} | {', '.join(map(str, r['seeds']))} | "
+        print(f"| {r['log2_lr']} | {r['at']} | {', '.join(map(str, r['seeds']))} | "
               f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.4f}{spread} |")
 
 

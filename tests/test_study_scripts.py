@@ -241,25 +241,37 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     rows[-2]["status"] = "diverged"  # b at 2^-5, seed 1
     table = module.gaps(pl.DataFrame(rows), "a", "b", 256)
     assert table["log2_lr"].to_list() == ["-6", "-6", "-5", "-5"]
-    assert table["horizon_pct"].to_list() == [50, 100, 50, 100]
+    assert table["at"].to_list() == [50, 100, 50, 100]
     assert table["seeds"].to_list() == [[0, 1], [0, 1], [0], [0]]
     assert table["a_minus_b"].to_list() == [[0.5, 0.5], [0.5, 0.5], [0.5], [0.5]]
     assert table["lo"].to_list() == table["hi"].to_list() == [0.5, 0.5, None, None]  # no spread; one seed: none
     unequal = module.gaps(pl.DataFrame(rows).with_columns(
         pl.when(pl.col("parametrization") == "a").then(pl.col("val_loss") + pl.col("seed") * 0.2)
-        .otherwise(pl.col("val_loss")).alias("val_loss")), "a", "b", 256).filter(pl.col("horizon_pct") == 100)
+        .otherwise(pl.col("val_loss")).alias("val_loss")), "a", "b", 256).filter(pl.col("at") == 100)
     assert unequal["mean"][0] == 0.6 and unequal["lo"][0] < 0.6 - 0.5 and unequal["hi"][0] > 0.6 + 0.5  # t(1): 6.3
     crossed = module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-5, -6))  # a at 2^-5 against b at 2^-6
-    assert crossed["log2_lr"].to_list() == ["-5 / -6"] * 2 and crossed["horizon_pct"].to_list() == [50, 100]
+    assert crossed["log2_lr"].to_list() == ["-5 / -6"] * 2 and crossed["at"].to_list() == [50, 100]
     assert crossed["seeds"].to_list() == [[0, 1], [0, 1]]  # b's diverged seed is at 2^-5, not in this pair
     assert crossed["a_minus_b"].to_list() == [[round(0.5 + 2.0**-5 - 2.0**-6, 3)] * 2] * 2
     assert module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-4, -4)).is_empty()  # b never ran 2^-4
     older = pl.DataFrame([*rows, {"parametrization": "c", "width": 256, "lr": 2.0**-6, "seed": 0, "status": "ok",
                                   "val_loss": 2.0, "val_loss_h50": None}])  # a third, run before horizons were kept
-    assert module.gaps(older, "a", "b", 256)["horizon_pct"].to_list() == [50, 100, 50, 100]
+    assert module.gaps(older, "a", "b", 256)["at"].to_list() == [50, 100, 50, 100]
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
+    # --train: the mean training loss over the 100 steps up to 100, 300, …, the last; a's gap opens at step 200
+    trials = pl.DataFrame([{"trial_id": f"{p}{seed}", "parametrization": p, "width": 256, "lr": 2.0**-6,
+                            "seed": seed, "status": "ok"} for p in "ab" for seed in (0, 1)])
+    curves = pl.DataFrame([{"trial_id": f"{p}{seed}", "step": step,
+                            "train_loss": 3.0 - step / 1000 + seed + (0.2 if p == "a" and step >= 200 else 0.0)}
+                           for p in "ab" for seed in (0, 1) for step in range(400)])
+    windowed, at = module.train_windows(trials, curves)
+    assert at == [(100, "train_100"), (300, "train_300"), (400, "train_400")]
+    assert windowed.filter(pl.col("trial_id") == "b0")["train_100"][0] == pytest.approx(3.0 - 49.5 / 1000)
+    table = module.gaps(windowed, "a", "b", 256, at=at)
+    assert table["at"].to_list() == [100, 300, 400]
+    assert table["mean"].to_list() == pytest.approx([0.0, 0.2, 0.2])
 
 
 def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
