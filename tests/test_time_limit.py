@@ -38,7 +38,9 @@ def test_a_trial_starts_only_where_its_widths_finished_trials_say_it_ends_in_tim
     line = run_sweep(spec, out, resume=True, progress_every=60, deadline=time.time() + 0.5 * wall)
     assert line["launched"] == 2 and line["not_started"] == 1
     assert store.finished_ids(out) == {done.trial_id, new.key}  # the late trial wrote nothing: a resume runs it
-    assert "1 of them kept from starting by the time limit" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "1 of them kept from starting by the time limit" in said
+    assert "width    32: 1/1 done" in said and "1 not started (time limit)" in said  # the progress view's count
     line = run_sweep(spec, out, resume=True, progress_every=60)
     assert line["launched"] == 1 and "not_started" not in line and late.key in store.finished_ids(out)
 
