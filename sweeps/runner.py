@@ -217,11 +217,11 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             store.append_run(out, {"run": run} | ray_identity())
             release_leaked_groups([r for r in store.read_runs(out) if r["run"] != run])
-            counts = [run_grid(spec, out, todo, run, progress_every, before_trials, deadline=deadline)]
-            if spec.search == "refine":
-                counts.append(run_grid(spec, out, missing_refine(spec, out), run, progress_every, before_trials,
-                                       phase="refine", deadline=deadline))
-            launched, not_started = launched + sum(c[0] for c in counts), not_started + sum(c[1] for c in counts)
+            launched, not_started = run_grid(spec, out, todo, run, progress_every, before_trials, deadline=deadline)
+            if spec.search == "refine":  # its points come from the grid's results
+                more, kept = run_grid(spec, out, missing_refine(spec, out), run, progress_every, before_trials,
+                                      phase="refine", deadline=deadline)
+                launched, not_started = launched + more, not_started + kept
             if spec.search == "optuna":
                 from .search import run_optuna  # imports Ray: after configure_ray_env
 
