@@ -8,53 +8,84 @@ Two comparisons per width and pair (a, b) of one optimizer:
 The best grid LR is the optimum table's best_lr_grid (the argmin of the seed-mean loss). The difference a − b
 (nats) is averaged over the seeds both ran at those LRs, paired by seed (seeds share data order and init, so pairing
 removes that noise); its interval is Student's t over the paired differences at intervals.LEVEL, null below 2 seeds.
+On the validation loss, where every trial of the pair recorded its loss on each validation batch
+(`val_batch_losses`), the interval counts the batches as a sample too (intervals.seed_batch_interval: they are the
+same for every trial, so a t over seeds leaves their error out); `val_batches` says how many it counted, null where
+the interval is over the seeds alone.
 A diverged trial's loss is +inf: the difference is then ±inf without an interval (none at all where the sides
 diverge in different seeds, or both in one). `better` reads the interval: "a" or "b" where it excludes 0, "neither"
 where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
 
-    head_to_head(losses, optima) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better
+    head_to_head(losses, optima) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better,
+                                    val_batches
 """
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import polars as pl
 
-from .intervals import mean_interval
+from .intervals import mean_interval, seed_batch_interval
 
 SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.String, "at": pl.String,
           "lr_a": pl.Float64, "lr_b": pl.Float64, "n_seeds": pl.Int64, "diff": pl.Float64, "diff_lo": pl.Float64,
-          "diff_hi": pl.Float64, "better": pl.String}
+          "diff_hi": pl.Float64, "better": pl.String, "val_batches": pl.Int64}
+BATCHES = "val_batch_losses"  # the trial record's final validation loss on each batch (JSON text in trials)
 
 
-def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, str, int, float]) -> dict:
-    """n_seeds, diff, diff_lo, diff_hi, better for a − b, a and b each (parametrization, optimizer, width, lr)."""
-    def at(key: tuple[str, str, int, float]) -> dict[int, float]:
+def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, str, int, float],
+           batches: bool = False) -> dict:
+    """n_seeds, diff, diff_lo, diff_hi, better, val_batches for a − b, a and b each (parametrization, optimizer,
+    width, lr); `batches`: the losses are the final validation loss, whose per-batch values the interval may use."""
+    def at(key: tuple[str, str, int, float], column: str) -> dict[int, object]:
         p, o, w, lr = key
         rows = losses.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o) & (pl.col("width") == w)
                              & (pl.col("lr") == lr))
-        return dict(zip(rows["seed"].to_list(), rows["loss"].to_list()))
+        return dict(zip(rows["seed"].to_list(), rows[column].to_list()))
 
-    la, lb = at(a), at(b)
+    la, lb = at(a, "loss"), at(b, "loss")
     seeds = sorted(set(la) & set(lb))
     d = np.array([la[s] - lb[s] for s in seeds], dtype=float)
-    out = {"n_seeds": len(seeds), "diff": None, "diff_lo": None, "diff_hi": None, "better": None}
+    out = {"n_seeds": len(seeds), "diff": None, "diff_lo": None, "diff_hi": None, "better": None,
+           "val_batches": None}
     infinite = d[np.isinf(d)]
     if not seeds or np.isnan(d).any() or len(set(np.sign(infinite))) > 1:  # NaN: both diverged in a seed
         return out
     if infinite.size:  # one side diverged in some seed, always the same side
         return out | {"diff": float(infinite[0]), "better": "b" if infinite[0] > 0 else "a"}
-    out["diff"], lo, hi = mean_interval(d)
+    by_batch = batch_differences(at(a, BATCHES), at(b, BATCHES), seeds) if batches and BATCHES in losses.columns \
+        else None
+    if by_batch is not None:
+        out["diff"], lo, hi = seed_batch_interval(by_batch)
+        out["val_batches"] = by_batch.shape[1]
+    else:
+        out["diff"], lo, hi = mean_interval(d)
     if lo is not None:
         out |= {"diff_lo": lo, "diff_hi": hi, "better": "b" if lo > 0 else "a" if hi < 0 else "neither"}
     return out
+
+
+def batch_differences(a: dict[int, object], b: dict[int, object], seeds: list[int]) -> np.ndarray | None:
+    """[seeds, batches] of a − b on each validation batch (`val_batch_losses` as JSON text, by seed), or None where
+    a seed of either side lacks them or their counts differ."""
+    rows = []
+    for seed in seeds:
+        if not isinstance(a.get(seed), str) or not isinstance(b.get(seed), str):
+            return None
+        xa, xb = json.loads(a[seed]), json.loads(b[seed])
+        if len(xa) != len(xb) or len(xa) < 2:
+            return None
+        rows.append(np.asarray(xa, dtype=float) - np.asarray(xb, dtype=float))
+    return np.stack(rows) if rows else None
 
 
 def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
     """The table of the module docstring; `losses`: analysis.trial_losses rows (failed trials are left out),
     `optima`: the same metric's optimum table (its best_lr_grid per parametrization, optimizer and width)."""
     losses = losses.filter(~pl.col("failed"))
+    on_val = "metric" in optima.columns and set(optima["metric"].to_list()) == {"val_loss"}
     best = {(p, o, w): lr for p, o, w, lr in optima.filter(pl.col("best_lr_grid").is_not_null())
             .select("parametrization", "optimizer", "width", "best_lr_grid").iter_rows()}
     rows = []
@@ -71,7 +102,7 @@ def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
                     lr_a, lr_b = best[(a, optimizer, wa)], best[(b, optimizer, wa)]
                     rows.append({"optimizer": optimizer, "width": width, "a": a, "b": b, "at": at, "lr_a": lr_a,
                                  "lr_b": lr_b} | paired(losses, (a, optimizer, width, lr_a),
-                                                         (b, optimizer, width, lr_b)))
+                                                         (b, optimizer, width, lr_b), batches=on_val))
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
@@ -82,5 +113,6 @@ def describe(row: dict) -> str:
     spread = (f" [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]" if row["diff_lo"] is not None else "")
     winner = {"a": f"{row['a']} lower", "b": f"{row['b']} lower", "neither": "no difference shown",
               None: "no interval"}[row["better"]]
+    batches = f" and {row['val_batches']} validation batches" if row.get("val_batches") else ""
     return (f"at width {row['width']}, {row['at']}: {row['a']} − {row['b']} = {row['diff']:+.3f}{spread} nats, "
-            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}: {winner}")
+            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}{batches}: {winner}")

@@ -202,6 +202,31 @@ def mean_interval(d: np.ndarray) -> tuple[float, float | None, float | None]:
     return mean, mean - half, mean + half
 
 
+def seed_batch_interval(d: np.ndarray) -> tuple[float, float | None, float | None]:
+    """The mean of paired differences d [S seeds, B validation batches] (each seed's a − b on each batch) and its
+    LEVEL interval with the batches a sample too. Every trial is evaluated on the same batches, so their sampling
+    error is common to the seeds, and a t over the seeds' means leaves it out. Two-way random effects without
+    replication: Var(mean) = (MS_seed + MS_batch − MS_resid) / (S·B), Student's t with Satterthwaite's degrees of
+    freedom; where the batches show no variance of their own (MS_batch ≤ MS_resid) it is mean_interval over the
+    seeds' means. None below 2 seeds or 2 batches."""
+    seeds, batches = d.shape
+    mean = float(d.mean())
+    if seeds < 2 or batches < 2:
+        return mean, None, None
+    by_seed, by_batch = d.mean(axis=1), d.mean(axis=0)
+    ms_seed = batches * float(((by_seed - mean) ** 2).sum()) / (seeds - 1)
+    ms_batch = seeds * float(((by_batch - mean) ** 2).sum()) / (batches - 1)
+    resid = d - by_seed[:, None] - by_batch[None, :] + mean
+    ms_resid = float((resid ** 2).sum()) / ((seeds - 1) * (batches - 1))
+    if ms_batch <= ms_resid:
+        return mean_interval(by_seed)
+    total = ms_seed + ms_batch - ms_resid
+    dof = total ** 2 / (ms_seed ** 2 / (seeds - 1) + ms_batch ** 2 / (batches - 1)
+                        + ms_resid ** 2 / ((seeds - 1) * (batches - 1)))
+    half = student_t(dof) * math.sqrt(total / (seeds * batches))
+    return mean, mean - half, mean + half
+
+
 def small_sample_factor(n: int) -> float:
     """How much wider than a bootstrap over n seeds the interval of their mean is: t(n − 1)/z · √(n / (n − 1))."""
     return student_t(n - 1) / NORMAL.inv_cdf(1 - (1 - LEVEL) / 2) * np.sqrt(n / (n - 1))

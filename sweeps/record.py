@@ -19,8 +19,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   (last line of the exception), diverged, diverged_step, final_train_loss, val_loss, smoothed_loss
                   (nats; +inf when diverged), clipped_fraction
     extra         any further result, flat: a column per key, its value a scalar or a list of scalars (a task's
-                  metrics such as acc_test_len or acc@128, val_loss_h50, …). A key the record does not name lands
-                  here when a record is read, so new scalar results need no schema change.
+                  metrics such as acc_test_len or acc@128, val_loss_h50, val_batch_losses: the final validation
+                  loss on each of the eval.batches batches, whose mean is val_loss, …). A key the record does not
+                  name lands here when a record is read, so new scalar results need no schema change.
     cost          steps, tokens, train_seconds, eval_seconds (validation at the horizons), tokens_per_s, params,
                   attempts (the failed attempts, + 1 for the one that finished), resumed_from_step (the steps the
                   finishing attempt took over from a checkpoint, scaling.checkpoint; 0: it trained in one go),

@@ -163,8 +163,9 @@ def build_trial(cfg: dict[str, Any], device: torch.device) -> tuple[DeltaLM, Tas
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
                        ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, Any]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
-    count, the record's task columns: `data` (its fingerprint), `code` (scaling.code.code_fingerprint) and the
-    task's own metrics, none when diverged).
+    count, the record's task columns: `data` (its fingerprint), `code` (scaling.code.code_fingerprint),
+    `val_batch_losses` (the final validation loss on each of its batches, in order) and the task's own metrics,
+    the last two not when diverged).
     tracker None logs nothing; ranks: train data-parallel as one of several ranks (every rank evaluates the same
     weights on the same batches)."""
     point = cfg["point"]
@@ -173,6 +174,7 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
     eval_size = cfg["eval"]["batch_size"] or cfg["batch_size"]
     val = task.val_batches(eval_size, cfg["seq_len"], cfg["eval"]["batches"], seed=0)  # the same for every trial
     horizons, val_losses = cfg["horizon_steps"], {}
+    last_batches: list[float] = []  # the final evaluation's loss on each validation batch
 
     def on_log(step: int, rows: list[tuple[int, float, float]]) -> None:
         if tracker is not None:
@@ -180,7 +182,10 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
         report({"step": step + 1, "train_loss": finite_or_inf(rows[-1][1])})
 
     def on_eval(step: int, result: TrainResult) -> None:
-        loss = finite_or_inf(validation_loss(model, val, train_config.bf16, device))
+        per_batch = validation_losses(model, val, train_config.bf16, device)
+        loss = finite_or_inf(sum(per_batch) / len(per_batch))
+        if step == train_config.steps:
+            last_batches[:] = per_batch
         reached = [column for column, at in horizons.items() if at == step]
         val_losses.update(dict.fromkeys(reached, loss))
         if tracker is not None:
@@ -198,6 +203,8 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
     fingerprints = {"data": data_fingerprint(task), "code": code_fingerprint()}
     if result.diverged:
         return result, val_losses, params, fingerprints
+    if all(math.isfinite(x) for x in last_batches):
+        fingerprints["val_batch_losses"] = last_batches
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
     return result, val_losses, params, fingerprints | metrics
 
@@ -214,12 +221,12 @@ def trial_checkpointing(cfg: dict[str, Any], val_losses: dict[str, float]) -> Ch
 
 
 @torch.no_grad()
-def validation_loss(model: torch.nn.Module, batches: list, bf16: bool, device: torch.device) -> float:
-    """Mean next-token loss (nats) over the validation batches."""
+def validation_losses(model: torch.nn.Module, batches: list, bf16: bool, device: torch.device) -> list[float]:
+    """Mean next-token loss (nats) on each validation batch; their mean is the validation loss."""
     model.eval()
     losses = [lm_loss(model, (x.to(device), y.to(device)), bf16) for x, y in batches]
     model.train()
-    return torch.stack(losses).mean().item()
+    return torch.stack(losses).tolist()
 
 
 def smoothed_loss(losses: list[float], last: float, span: int) -> float:

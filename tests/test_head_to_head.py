@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from deltamup.cli import main
 from deltamup.reports import analysis
 from deltamup.reports.analysis import analyze, expand_grid, load_sweep, missing_trials, restrict
+from deltamup.reports.head_to_head import describe
 from deltamup.reports.head_to_head import head_to_head as table_of
-from deltamup.reports.intervals import student_t
+from deltamup.reports.intervals import mean_interval, seed_batch_interval, student_t
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cpu-3seeds"
 LRS = (1e-3, 2e-3, 4e-3)
@@ -57,6 +60,45 @@ def test_paired_differences_at_own_best_and_at_the_base_lr():
     assert (base["lr_a"], base["lr_b"]) == (2e-3, 2e-3)
     assert base["diff"] == pytest.approx(mean - 0.1) and base["better"] == "a"
     assert table[(256, "own best")]["better"] == "neither"  # the same surface, seed noise only
+
+
+def test_the_validation_batches_interval_holds_the_mean_where_the_seeds_alone_do_not():
+    """3 seeds × 16 validation batches with a batch effect common to the seeds (the same batches for every trial):
+    the interval over the seeds' means misses the true difference 0 far more often than 10%; seed_batch_interval
+    holds it about 90% of the time. Without a batch effect the two agree."""
+    rng = np.random.default_rng(0)
+    held = {"seeds": 0, "seeds and batches": 0}
+    for _ in range(2000):
+        d = (rng.normal(0, 0.004, (3, 1)) + rng.normal(0, 0.02, (1, 16)) + rng.normal(0, 0.008, (3, 16)))
+        for name, (_, lo, hi) in (("seeds", mean_interval(d.mean(axis=1))), ("seeds and batches",
+                                                                             seed_batch_interval(d))):
+            held[name] += lo <= 0 <= hi
+    assert held["seeds"] / 2000 < 0.75
+    assert 0.86 <= held["seeds and batches"] / 2000 <= 0.95
+    quiet = rng.normal(0, 0.004, (3, 1)) + np.zeros((3, 16))  # seed effects only: no batch variance of its own
+    assert seed_batch_interval(quiet) == pytest.approx(mean_interval(quiet.mean(axis=1)))
+
+
+def test_head_to_head_counts_the_validation_batches_where_every_paired_trial_recorded_them():
+    rng = np.random.default_rng(1)
+    batch_effect = rng.normal(0, 0.02, 16)
+    rows = []
+    for p, shift in (("a", -0.01), ("b", 0.0)):
+        for lr in LRS:
+            for seed in range(3):
+                per_batch = 1.0 + shift + 0.1 * math.log2(lr / 2e-3) ** 2 + (batch_effect if p == "a" else 0) \
+                    + rng.normal(0, 0.002, 16)
+                rows.append(dict(parametrization=p, optimizer="adamw", width=256, lr=lr, seed=seed, status="ok",
+                                 val_loss=float(per_batch.mean()), val_batch_losses=json.dumps(per_batch.tolist())))
+    with_batches = head_to_head(pl.DataFrame(rows)).row(0, named=True)
+    seeds_only = head_to_head(pl.DataFrame(rows).drop("val_batch_losses")).row(0, named=True)
+    assert with_batches["val_batches"] == 16 and seeds_only["val_batches"] is None
+    assert with_batches["diff"] == pytest.approx(seeds_only["diff"])
+    assert with_batches["diff_hi"] - with_batches["diff_lo"] > 2 * (seeds_only["diff_hi"] - seeds_only["diff_lo"])
+    one_missing = pl.DataFrame([r | {"val_batch_losses": None} if r["seed"] == 2 and r["parametrization"] == "b"
+                                else r for r in rows])
+    assert head_to_head(one_missing).row(0, named=True)["val_batches"] is None  # seeds alone, as before
+    assert "3 seeds and 16 validation batches" in describe(with_batches)
 
 
 def test_a_diverged_trial_has_no_interval_and_one_seed_none():

@@ -62,6 +62,9 @@ def test_tiny_grid_runs_end_to_end_and_a_huge_lr_diverges(cluster, tmp_path):
     assert set(good["status"]) == {"ok"} and good["error"].null_count() == 8 and not good["diverged"].any()
     assert (good["tokens"] == 6 * 4 * 32).all() and (good["steps"] == 6).all()
     assert good["val_loss"].is_finite().all() and (good["val_loss"] < 5.6).all()  # below ln(256): it learned
+    per_batch = [json.loads(x) for x in good["val_batch_losses"]]  # eval.batches: 2, their mean the val_loss
+    assert all(len(x) == 2 and sum(x) / 2 == pytest.approx(v, rel=1e-6) for x, v in zip(per_batch, good["val_loss"]))
+    assert bad["val_batch_losses"].null_count() == 4  # a diverged trial has none
     assert set(bad["status"]) == {"diverged"} and bad["diverged"].all()
     # the loop checks losses once per log interval (3 steps): it stops at the first check after the NaN
     assert (bad["smoothed_loss"] == float("inf")).all() and (bad["diverged_step"] < bad["steps"]).all()
