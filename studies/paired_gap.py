@@ -20,7 +20,8 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
-from deltamup.reports.intervals import mean_interval
+from deltamup.reports.head_to_head import BATCHES, batch_differences
+from deltamup.reports.intervals import mean_interval, seed_batch_interval
 
 TRAIN_STEPS = (100, 300, 600, 900)  # --train: the windows' last steps, and the trials' last
 TRAIN_WINDOW = 100                  # steps a window's mean training loss is over
@@ -41,24 +42,32 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
          at: list[tuple[int, str]] | None = None) -> pl.DataFrame:
     """One row per (lr, point `at`): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
     where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB". `at`: (label,
-    column) pairs, by default the validation loss at each horizon (label: % of the steps) both sides record."""
+    column) pairs, by default the validation loss at each horizon (label: % of the steps) both sides record. At the
+    end (100%) where every pair's trials recorded their loss on each validation batch, the interval counts the
+    batches as a sample too (reports.intervals.seed_batch_interval; `batches`: how many, else None)."""
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in([a, b]))
     steps = at or horizons(ok) or [(100, "val_loss")]  # the horizons both sides' trials all record
     rows = []
     for pct, metric in steps:
-        pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"))
-        pb = ok.filter(pl.col("parametrization") == b).select("lr", "seed", pl.col(metric).alias("b"))
+        per_batch = at is None and pct == 100 and BATCHES in ok.columns
+        more = [BATCHES] if per_batch else []
+        pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"), *more)
+        pb = ok.filter(pl.col("parametrization") == b).select("lr", "seed", pl.col(metric).alias("b"), *more)
         if lrs is None:
-            pairs = pa.join(pb, on=["lr", "seed"]).sort("lr", "seed")
+            pairs = pa.join(pb, on=["lr", "seed"], suffix="_b").sort("lr", "seed")
             label = pl.col("lr").log(2).round().cast(pl.Int64).cast(pl.String)
         else:
             pairs = pa.filter(pl.col("lr") == 2.0 ** lrs[0]).drop("lr").join(
-                pb.filter(pl.col("lr") == 2.0 ** lrs[1]).drop("lr"), on="seed").sort("seed")
+                pb.filter(pl.col("lr") == 2.0 ** lrs[1]).drop("lr"), on="seed", suffix="_b").sort("seed")
             label = pl.lit(f"{lrs[0]} / {lrs[1]}")
         for (log2_lr,), group in pairs.with_columns(label.alias("log2_lr")).group_by("log2_lr", maintain_order=True):
             diff = (group["a"] - group["b"]).to_numpy()
-            mean, lo, hi = mean_interval(diff)
-            rows.append({"log2_lr": log2_lr, "at": pct, "seeds": group["seed"].to_list(),
+            seeds = group["seed"].to_list()
+            by_batch = batch_differences(dict(zip(seeds, group[BATCHES])), dict(zip(seeds, group[BATCHES + "_b"])),
+                                         seeds) if per_batch else None
+            mean, lo, hi = mean_interval(diff) if by_batch is None else seed_batch_interval(by_batch)
+            rows.append({"log2_lr": log2_lr, "at": pct, "seeds": seeds,
+                         "batches": None if by_batch is None else by_batch.shape[1],
                          "a_minus_b": [round(d, 3) for d in diff], "mean": round(mean, 4),
                          "lo": None if lo is None else round(lo, 4), "hi": None if hi is None else round(hi, 4)})
     if not rows:
@@ -99,6 +108,7 @@ def main(argv: list[str]) -> None:
     print("| --- | --- | --- | --- | --- |")
     for r in table.iter_rows(named=True):
         spread = f" [{r['lo']:+.4f}, {r['hi']:+.4f}]" if r["lo"] is not None else ""
+        spread += f" (seeds and {r['batches']} validation batches)" if r["batches"] else ""
         print(f"| {r['log2_lr']} | {r['at']} | {', '.join(map(str, r['seeds']))} | "
               f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.4f}{spread} |")
 

@@ -260,6 +260,13 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     run = subprocess.run([sys.executable, str(ROOT / "studies/paired_gap.py"), str(tmp_path), "a", "b", "256"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
+    # the end's interval counts the validation batches where every pair recorded them (reports.intervals)
+    batched = pl.DataFrame(rows).with_columns(pl.concat_str(pl.lit("["), pl.col("val_loss") - 0.01, pl.lit(", "),
+                                                            pl.col("val_loss") + 0.01, pl.lit("]"))
+                                              .alias("val_batch_losses"))
+    ends = module.gaps(batched, "a", "b", 256).filter(pl.col("at") == 100)
+    assert ends["batches"].to_list() == [2, 2] and ends["mean"].to_list() == [0.5, 0.5]
+    assert module.gaps(batched, "a", "b", 256).filter(pl.col("at") == 50)["batches"].to_list() == [None, None]
     # --train: the mean training loss over the 100 steps up to 100, 300, …, the last; a's gap opens at step 200
     trials = pl.DataFrame([{"trial_id": f"{p}{seed}", "parametrization": p, "width": 256, "lr": 2.0**-6,
                             "seed": seed, "status": "ok"} for p in "ab" for seed in (0, 1)])
