@@ -45,8 +45,8 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
 SNAPSHOTS=$!
 trap 'kill "$SNAPSHOTS" 2>/dev/null' EXIT
-# the sweeps start no trial their widths' finished trials say would end past the limit (studies/parts.sh)
-PART_DEADLINE=$(( $(date +%s) + SECONDS_LEFT )) PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" \
+# the sweeps start no trial their widths' finished trials say would end within 10 s of the cut (studies/parts.sh)
+PART_DEADLINE=$(( $(date +%s) + SECONDS_LEFT - 10 )) PYTHONUNBUFFERED=1 timeout -k 15 -s INT "$SECONDS_LEFT" \
   bash "studies/$STUDY/run.sh" "$WORK/sweep" "$CORPUS/corpus" "$@" 2>&1 | tee -a "$OUT/$STUDY.log"
 rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after every sweep is kept
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
