@@ -68,6 +68,11 @@ def summary_markdown(a: Analysis) -> str:
     if not a.head_to_head.is_empty():
         lines += ["", f"Head to head ({a.metric}, a − b in nats, paired by seed, 90% intervals; head_to_head.csv):", ""]
         lines += [f"- {describe(r)}" for r in a.head_to_head.iter_rows(named=True)]
+        seeds_only = a.head_to_head.filter(pl.col("diff_lo").is_not_null() & pl.col("val_batches").is_null()).height
+        if a.metric == "val_loss" and seeds_only:
+            lines += ["", f"{seeds_only} of these intervals are over the seeds alone (their trials predate "
+                          f"val_batch_losses): every trial is scored on the same validation batches, so those "
+                          f"batches' sampling error is common to the seeds and not in them (docs/verdicts.md)."]
     return "\n".join(lines + horizon_lines(a.horizon) + search_lines(a.search)) + "\n"
 
 

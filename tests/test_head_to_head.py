@@ -101,6 +101,28 @@ def test_head_to_head_counts_the_validation_batches_where_every_paired_trial_rec
     assert "3 seeds and 16 validation batches" in describe(with_batches)
 
 
+def test_the_summary_says_which_intervals_leave_the_validation_batches_out(tmp_path):
+    """summary.md counts the head-to-head intervals over seeds alone on val_loss; with every trial's per-batch
+    losses there are none to count."""
+    from test_analysis import surface_spec, surface_trials, write_sweep
+
+    from deltamup.reports.summary import summary_markdown
+
+    trials = surface_trials({"sp": 0.0, "gdn-mup": 0.0}, 3, noise=0.005)
+    plain = summary_markdown(analysis.analyze(write_sweep(tmp_path / "plain", trials, surface_spec(trials))))
+    rows = plain.split("Head to head (val_loss")[1].count("\n- at width")
+    assert f"{rows} of these intervals are over the seeds alone" in plain and rows > 0
+    rng = np.random.default_rng(2)
+
+    def per_batch(v: float) -> str:  # four batches whose mean is the trial's val_loss
+        spread = rng.normal(0, 0.01, 4)
+        return json.dumps((v + spread - spread.mean()).tolist())
+    batched = trials.with_columns(pl.col("val_loss").map_elements(per_batch, return_dtype=pl.String)
+                                  .alias("val_batch_losses"))
+    text = summary_markdown(analysis.analyze(write_sweep(tmp_path / "batched", batched, surface_spec(batched))))
+    assert "over the seeds alone" not in text and "3 seeds and 4 validation batches" in text
+
+
 def test_a_diverged_trial_has_no_interval_and_one_seed_none():
     rows = ([("a", w, LRS[0], s, x) for w, x in ((256, 1.0), (1024, 0.9)) for s in (0, 1)]
             + [("b", 256, LRS[0], s, 1.1) for s in (0, 1)] + [("b", 1024, LRS[1], s, 0.95) for s in (0, 1)]
