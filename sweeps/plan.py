@@ -45,9 +45,7 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
     rows = []
     for width in sorted({p.width for p in points}):
         config = spec.model_config(width)
-        same = [r for r in records if r.width == width and r.train_seconds and r.steps
-                and all(getattr(config, k, None) == v for k, v in r.model.items())
-                and (r.config.get("batch_size"), r.config.get("seq_len")) == (spec.batch_size, spec.seq_len)]
+        same = [r for r in records if r.train_seconds and r.steps and r.trained(config, spec.batch_size, spec.seq_len)]
         step_seconds = statistics.mean(gpu_step_seconds(r, records) for r in same) if same else None
         held = [r.peak_memory_gib for r in same if r.peak_memory_gib is not None]
         share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)

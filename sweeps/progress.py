@@ -72,10 +72,10 @@ class Progress(Callback):
             mean = statistics.fmean(self.seconds[width]) if self.seconds[width] else math.inf
             eta = 0.0 if remaining == 0 else remaining * mean / max(1, running)
             earlier = f" (+{self.earlier[width]} earlier)" if self.earlier[width] else ""
-            pruned = f", {counts['pruned']} pruned" if counts["pruned"] else ""
-            pruned += f", {counts[NOT_STARTED]} not started (time limit)" if counts[NOT_STARTED] else ""
+            others = (f", {counts['pruned']} pruned" if counts["pruned"] else "") + (
+                f", {counts[NOT_STARTED]} not started (time limit)" if counts[NOT_STARTED] else "")
             lines.append(f"  width {width:>5}: {sum(counts.values())}/{self.total[width]} done{earlier} "
-                         f"({counts['diverged']} diverged, {counts['error']} errors{pruned}), {running} running, "
+                         f"({counts['diverged']} diverged, {counts['error']} errors{others}), {running} running, "
                          f"ETA {duration(eta)}")
         print("\n".join(lines), flush=True)
 

@@ -140,6 +140,12 @@ class TrialRecord:
             return self.trial_id
         return f"{head}.lr{lr_text(self.lr)}.s{self.seed}"
 
+    def trained(self, model: ModelConfig, batch_size: int, seq_len: int) -> bool:
+        """Whether this trial trained `model` (its width and every model field the record holds) on batches of
+        batch_size × seq_len tokens: a trial whose time or memory says what another of that model will take."""
+        return (self.width == model.width and all(getattr(model, k, None) == v for k, v in self.model.items())
+                and (self.config.get("batch_size"), self.config.get("seq_len")) == (batch_size, seq_len))
+
     def to_row(self) -> dict[str, Any]:
         """The flat JSON object: schema (None for version 0), identity, model, config, metrics, extra, cost."""
         row = {"schema": self.schema} | {k: getattr(self, k) for k in (*IDENTITY, "hparams")} | self.model

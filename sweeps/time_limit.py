@@ -4,11 +4,13 @@ checkpoint survives only where the next command finds the same machine. With a l
 finished trials of its width say it ends in time; the others report NOT_STARTED, write nothing and stay missing for
 `--resume`. A run none of whose trials fits starts no Ray at all.
 
-    trial_seconds(records, cfg)   the longest wall_seconds of the sweep directory's finished trials at the trial
-                                  config's width with its model, steps, batch and sequence length: those of its own
-                                  run where one has finished (they ran as it will: its GPU, its packing), else those
-                                  of the latest run that has any; None without any
-    starts_in_time(out, cfg, deadline, now)   now + trial_seconds <= deadline; a trial nothing has timed starts
+    expected_seconds(records, cfg)   the longest wall_seconds of the finished trials that trained the trial
+                                     config's model (width included; TrialRecord.trained) for its steps, batch and
+                                     sequence length: those of its own run where one has finished (they ran as it
+                                     will: its GPU, its packing), else those of the latest run that has any; None
+                                     without any
+    starts_in_time(cfg, deadline, records, now)   now + expected_seconds <= deadline; a trial nothing has timed
+                                                  starts
 
 A trial resumed from a checkpoint is timed as a whole one: the limit errs towards not starting it.
 """
@@ -18,23 +20,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deltamup.models import ModelConfig
+
 from . import store
 from .record import TrialRecord
 
 NOT_STARTED = "not_started"  # the status a trial the limit kept from starting reports to Ray Tune (no record)
 
 
-def same_model(record: TrialRecord, cfg: dict[str, Any]) -> bool:
-    """Whether `record` trained the model, steps, batch and sequence length of trial config `cfg`."""
-    return (record.width == cfg["point"]["width"] and record.steps == cfg["train"]["steps"]
-            and all(cfg["model"].get(k) == v for k, v in record.model.items())
-            and (record.config.get("batch_size"), record.config.get("seq_len")) == (cfg["batch_size"],
-                                                                                   cfg["seq_len"]))
-
-
-def trial_seconds(records: list[TrialRecord], cfg: dict[str, Any]) -> float | None:
-    """The module docstring's trial_seconds: seconds of wall a trial of `cfg` is expected to take, or None."""
-    timed = [r for r in records if r.finished and r.wall_seconds and same_model(r, cfg)]
+def expected_seconds(records: list[TrialRecord], cfg: dict[str, Any]) -> float | None:
+    """The module docstring's expected_seconds: seconds of wall a trial of `cfg` is expected to take, or None."""
+    model = ModelConfig(**cfg["model"])
+    timed = [r for r in records if r.finished and r.wall_seconds and r.steps == cfg["train"]["steps"]
+             and r.trained(model, cfg["batch_size"], cfg["seq_len"])]
     if not timed:
         return None
     own = [r for r in timed if r.run == cfg["run"]]
@@ -42,7 +40,10 @@ def trial_seconds(records: list[TrialRecord], cfg: dict[str, Any]) -> float | No
     return max(r.wall_seconds for r in latest)
 
 
-def starts_in_time(out: Path, cfg: dict[str, Any], deadline: float, now: float | None = None) -> bool:
-    """Whether the trial of config `cfg` may start at `now` (default: the clock) under the limit `deadline` (unix s)."""
-    need = trial_seconds(store.read_trials(out), cfg)
+def starts_in_time(cfg: dict[str, Any], deadline: float, records: list[TrialRecord] | None = None,
+                   now: float | None = None) -> bool:
+    """Whether the trial of config `cfg` may start at `now` (default: the clock) under the limit `deadline` (unix s),
+    timed by `records` (default: its sweep directory's, read now)."""
+    records = store.read_trials(Path(cfg["out"])) if records is None else records
+    need = expected_seconds(records, cfg)
     return need is None or (time.time() if now is None else now) + need <= deadline

@@ -60,7 +60,8 @@ def trainable(spec: SweepSpec) -> Any:
 
     def trial(config: dict) -> None:
         deadline = config.get("deadline")
-        if deadline is not None and not starts_in_time(sweep_dir(config["trial"]), config["trial"], deadline):
+        if deadline is not None and not starts_in_time(config["trial"], deadline,
+                                                       store.read_trials(sweep_dir(config["trial"]))):
             tune.report({"status": NOT_STARTED})
             return
         if config["trial"]["workers"] > 1:

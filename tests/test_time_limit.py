@@ -12,7 +12,7 @@ from deltamup.cli import main
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.runner import run_sweep
-from deltamup.sweeps.time_limit import starts_in_time, trial_seconds
+from deltamup.sweeps.time_limit import expected_seconds, starts_in_time
 from deltamup.sweeps.trial import trial_config
 
 FIRST = {"widths": [32], "parametrizations": ["gdn-mup"], "lrs": [1e-3], "seeds": [0]}
@@ -29,11 +29,11 @@ def test_a_trial_starts_only_where_its_widths_finished_trials_say_it_ends_in_tim
                                                      "only": [{"widths": [32]}, {"widths": [64], "seeds": [0]}]}))
     late, new = spec.grid()[1], spec.grid()[2]
     assert (late.width, late.seed, new.width, new.seed) == (32, 1, 64, 0)
-    assert trial_seconds(store.read_trials(out), trial_config(spec, late, out, run=2)) == wall
-    assert trial_seconds(store.read_trials(out), trial_config(spec, new, out, run=2)) is None
+    assert expected_seconds(store.read_trials(out), trial_config(spec, late, out, run=2)) == wall
+    assert expected_seconds(store.read_trials(out), trial_config(spec, new, out, run=2)) is None
     now = time.time()
-    assert not starts_in_time(out, trial_config(spec, late, out, run=2), now + 0.9 * wall, now)
-    assert starts_in_time(out, trial_config(spec, late, out, run=2), now + wall, now)
+    assert not starts_in_time(trial_config(spec, late, out, run=2), now + 0.9 * wall, now=now)
+    assert starts_in_time(trial_config(spec, late, out, run=2), now + wall, now=now)
 
     line = run_sweep(spec, out, resume=True, progress_every=60, deadline=time.time() + 0.5 * wall)
     assert line["launched"] == 2 and line["not_started"] == 1
