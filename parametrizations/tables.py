@@ -283,6 +283,33 @@ GDN_MUP_CODECONV_NOSQRTD = replace(
     expect={opt: {**{k: v for k, v in probes.items() if k != "mixer_out"}, **_V_SMALL}
             for opt, probes in _O_SHRINKS.items()})
 
+# Why the code's convolution init wins, two ways apart. The convs' own init is U(±1/2) over their 4 taps (σ 1/(2√3));
+# the code's is 0.5/√d, √(d/3) times smaller. AdamW steps a weight by about its LR whatever the weight's size, so
+# that init (1) turns the convs' filters √(d/3) times further a step relative to their size, and (2) keeps their
+# outputs small, where the SiLU after them is nearly linear (SiLU(z) ≈ z/2) and the norms that follow (q, k's L2
+# norm, the output RMSNorm) take the scale out. `gdn-mup-convstep` is (1) alone: the convs at their own init with
+# the code init's relative step, AdamW LR × √(d/3) and weight decay × √(3/d) (so the decay a step, LR × wd, stays).
+# `gdn-mup-codeconv-ownstep` is (2) alone: the code's init with GDN-µP's relative step, LR × √(3/d) and weight decay
+# × √(d/3). Under Adam, init σ/c with the LR is one model with a conv multiplier c: convstep is that model with
+# c = √(d/3) at GDN-µP's init size; ownstep is codeconv's init with its LR divided by the same c.
+_CONV_STEP = (d / 3) ** 0.5
+GDN_MUP_CONVSTEP = replace(
+    GDN_MUP, name="gdn-mup-convstep",
+    summary="GDN-µP with the convs' AdamW LR × √(d/3), weight decay × √(3/d): the code init's relative step at "
+            "their own init.",
+    rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={"adamw": _CONV_STEP, "sgd": m},
+                                              wd={"adamw": 1 / _CONV_STEP, "sgd": 1.0})},
+    expect={opt: {k: v for k, v in probes.items() if k not in ("v", "state")} for opt, probes in GDN_MUP.expect.items()})
+GDN_MUP_CODECONV_OWNSTEP = replace(
+    GDN_MUP_CODECONV, name="gdn-mup-codeconv-ownstep",
+    summary="gdn-mup-codeconv with the convs' AdamW LR × √(3/d), weight decay × √(d/3): the code's init at their own "
+            "init's relative step.",
+    rules={**GDN_MUP_CODECONV.rules,
+           Role.CONV: replace(GDN_MUP_CODECONV.rules[Role.CONV], lr={"adamw": 1 / _CONV_STEP, "sgd": m},
+                              wd={"adamw": _CONV_STEP, "sgd": 1.0})},
+    expect={opt: {**probes, "v": Slope(-0.5, None), "state": Slope(-1.0, None)}
+            for opt, probes in GDN_MUP_CODECONV.expect.items()})
+
 # The same ε regime with v at full size: no √d and the output norm's ε × 100 (1e-4), the convolutions at their own
 # init. mean(o²)/ε at t = 0 is then ≤ 0.5 from width 128 on, and in the 100-step CPU check it lowers the loss as
 # much as gdn-mup-codeconv-nosqrtd (studies/coord-checks/long): whether that is the ε regime itself.
@@ -298,4 +325,5 @@ REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GD
                                                             GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
                                                             GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M,
                                                             GDN_MUP_CODECONV, GDN_MUP_CODECONV_NOSQRTD,
-                                                            GDN_MUP_EPSREGIME)}
+                                                            GDN_MUP_EPSREGIME, GDN_MUP_CONVSTEP,
+                                                            GDN_MUP_CODECONV_OWNSTEP)}

@@ -203,3 +203,46 @@ def test_code_convolution_init_on_gdn_mup_shrinks_v_alone_and_its_nosqrtd_twin_d
     assert tables.GDN_MUP_CODECONV.multipliers == tables.GDN_MUP.multipliers
     assert tables.GDN_MUP_CODECONV_NOSQRTD.multipliers == tables.GDN_MUP_NOSQRTD.multipliers
     assert tables.GDN_MUP_CODECONV_NOSQRTD.rules == tables.GDN_MUP_CODECONV.rules
+
+
+def _conv_relative_step(name: str, width: int) -> float:
+    """‖ΔW‖ / ‖W₀‖ over the short convolutions after one AdamW step of table `name` (seed 0, one batch)."""
+    from deltamup.models.roles import role_of
+
+    model = parametrizations.build_model(ModelConfig(width=width, **SMALL), name, "adamw", seed=0)
+    before = [p.detach().clone() for p in model.parameters() if role_of(p) == Role.CONV]
+    config = TrainConfig(optimizer="adamw", lr=1e-3, weight_decay=0.1, steps=1, schedule="constant", bf16=False)
+    train(model, name, config, sample_batches(4, 32, seed=0))
+    after = [p.detach() for p in model.parameters() if role_of(p) == Role.CONV]
+    change = sum(((a - b) ** 2).sum() for a, b in zip(after, before)) ** 0.5
+    return (change / sum((b ** 2).sum() for b in before) ** 0.5).item()
+
+
+@pytest.mark.parametrize("width", [48, 192])
+def test_the_code_convolution_inits_two_effects_apart(width):
+    """gdn-mup-convstep gives the convs at their own init the relative AdamW step the code's init (0.5/√d) gives them
+    (√(d/3) times GDN-µP's); gdn-mup-codeconv-ownstep gives the code's init GDN-µP's relative step. Only the convs'
+    AdamW LR and weight decay differ from the table each starts from (LR × wd kept), and SGD not at all."""
+    from deltamup.models.roles import role_of
+
+    c = (width / 3) ** 0.5
+    steps = {name: _conv_relative_step(name, width)
+             for name in ("gdn-mup", "gdn-mup-codeconv", "gdn-mup-convstep", "gdn-mup-codeconv-ownstep")}
+    assert steps["gdn-mup-codeconv"] / steps["gdn-mup"] == pytest.approx(c, rel=0.15)
+    assert steps["gdn-mup-convstep"] == pytest.approx(steps["gdn-mup-codeconv"], rel=0.1)
+    assert steps["gdn-mup-codeconv-ownstep"] == pytest.approx(steps["gdn-mup"], rel=0.1)
+    for variant, start in (("gdn-mup-convstep", "gdn-mup"), ("gdn-mup-codeconv-ownstep", "gdn-mup-codeconv")):
+        models = {name: parametrizations.build_model(ModelConfig(width=width, **SMALL), name, "adamw", seed=0)
+                  for name in (variant, start)}
+        assert all(torch.equal(a, b) for a, b in zip(*(m.parameters() for m in models.values())))
+        for optimizer in ("adamw", "sgd"):
+            groups = {name: {str(g["role"]): (g["lr"], g["weight_decay"]) for g in parametrizations.build_optimizer(
+                          model, name, optimizer, 0.1, weight_decay=0.1).param_groups}
+                      for name, model in models.items()}
+            conv = str(Role.CONV)
+            others = {role: v for role, v in groups[variant].items() if role != conv}
+            assert others == {role: v for role, v in groups[start].items() if role != conv}
+            factor = 1.0 if optimizer == "sgd" else c if variant == "gdn-mup-convstep" else 1 / c
+            (lr, wd), (lr0, wd0) = groups[variant][conv], groups[start][conv]
+            assert lr == pytest.approx(lr0 * factor) and wd == pytest.approx(wd0 / factor)
+        assert any(role_of(p) == Role.CONV for p in models[variant].parameters())

@@ -32,6 +32,10 @@
 #              init's lead is a width effect (0.5/√d is 9× below the convs' own init there, 18× at 1024)
 #       eps-regime the same ε regime with v at full size at width 1024, 3 seeds, around GDN-µP's optimum: no √d and
 #              the output norm's ε × 100 (gdn-mup-epsregime; its own graph: the ε is a constant of the compiled norm)
+#       conv-why  why the code's convolution init leads, its two effects apart at widths 256 then 1024, 3 seeds,
+#              at GDN-µP's optimum there and its neighbours: the convs at their own init with the relative AdamW
+#              step the code's init gives them (gdn-mup-convstep: LR × √(d/3)) and the code's init with their own
+#              init's relative step (gdn-mup-codeconv-ownstep: LR × √(3/d)); paired by seed with gdn-mup-codeconv
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
 #              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
@@ -81,7 +85,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -110,6 +114,7 @@ for PART in "$@"; do
     gates-apart) around_gdn_mup "gdn-mup-gateinit, gdn-mup-gatelr" 1024 ;;
     code-conv) around_gdn_mup "gdn-mup-codeconv, gdn-mup-codeconv-nosqrtd" 1024 256 ;;
     eps-regime) around_gdn_mup gdn-mup-epsregime 1024 ;;
+    conv-why) around_gdn_mup "gdn-mup-convstep, gdn-mup-codeconv-ownstep" 256 1024 ;;
     others)
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
       for P in mup gdn-mup-code; do
