@@ -299,7 +299,8 @@ GDN_MUP_CONVSTEP = replace(
             "their own init.",
     rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={"adamw": _CONV_STEP, "sgd": m},
                                               wd={"adamw": 1 / _CONV_STEP, "sgd": 1.0})},
-    expect={opt: {k: v for k, v in probes.items() if k not in ("v", "state")} for opt, probes in GDN_MUP.expect.items()})
+    expect={opt: {k: v for k, v in probes.items() if k not in ("v", "state")}
+            for opt, probes in GDN_MUP.expect.items()})
 GDN_MUP_CODECONV_OWNSTEP = replace(
     GDN_MUP_CODECONV, name="gdn-mup-codeconv-ownstep",
     summary="gdn-mup-codeconv with the convs' AdamW LR × √(3/d), weight decay × √(d/3): the code's init at their own "
