@@ -299,7 +299,7 @@ GDN_MUP_CONVSTEP = replace(
             "their own init.",
     rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={"adamw": _CONV_STEP, "sgd": m},
                                               wd={"adamw": 1 / _CONV_STEP, "sgd": 1.0})},
-    expect={opt: {k: v for k, v in probes.items() if k not in ("v", "state")}
+    expect={opt: {**probes, "v": replace(THETA_1, trained=None), "state": replace(STATE, trained=None)}
             for opt, probes in GDN_MUP.expect.items()})
 GDN_MUP_CODECONV_OWNSTEP = replace(
     GDN_MUP_CODECONV, name="gdn-mup-codeconv-ownstep",
@@ -308,7 +308,7 @@ GDN_MUP_CODECONV_OWNSTEP = replace(
     rules={**GDN_MUP_CODECONV.rules,
            Role.CONV: replace(GDN_MUP_CODECONV.rules[Role.CONV], lr={"adamw": 1 / _CONV_STEP, "sgd": m},
                               wd={"adamw": _CONV_STEP, "sgd": 1.0})},
-    expect={opt: {**probes, "v": Slope(-0.5, None), "state": Slope(-1.0, None)}
+    expect={opt: {**probes, **{k: replace(v, trained=None) for k, v in _V_SMALL.items()}}
             for opt, probes in GDN_MUP_CODECONV.expect.items()})
 
 # The same ε regime with v at full size: no √d and the output norm's ε × 100 (1e-4), the convolutions at their own
