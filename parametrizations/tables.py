@@ -290,8 +290,9 @@ GDN_MUP_CODECONV_NOSQRTD = replace(
 # norm, the output RMSNorm) take the scale out. `gdn-mup-convstep` is (1) alone: the convs at their own init with
 # the code init's relative step, AdamW LR × √(d/3) and weight decay × √(3/d) (so the decay a step, LR × wd, stays).
 # `gdn-mup-codeconv-ownstep` is (2) alone: the code's init with GDN-µP's relative step, LR × √(3/d) and weight decay
-# × √(d/3). Under Adam, init σ/c with the LR is one model with a conv multiplier c: convstep is that model with
-# c = √(d/3) at GDN-µP's init size; ownstep is codeconv's init with its LR divided by the same c.
+# × √(d/3). Under AdamW a conv initialised at σ/c and trained at LR/c moves as 1/c times one at σ trained at LR, and
+# only the SiLU (and the norms' ε) sees the scale: ownstep differs from GDN-µP, and convstep from codeconv, in the
+# SiLU's range alone (the study's part `conv-why`; tests/test_mechanisms.py checks the relative steps).
 _CONV_STEP = (d / 3) ** 0.5
 GDN_MUP_CONVSTEP = replace(
     GDN_MUP, name="gdn-mup-convstep",
