@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from difflib import get_close_matches
 
 import torch
 from torch import nn
@@ -27,7 +28,17 @@ def get(name: str | Parametrization) -> Parametrization:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown parametrization {name!r}; choose one of {', '.join(REGISTRY)}") from None
+        raise ValueError(unknown_message(str(name))) from None
+
+
+def unknown_message(name: str) -> str:
+    """One line for a name the registry lacks: the closest names, the four parametrizations that are not mechanism
+    variants, and where the full list is (too long for one line)."""
+    close = get_close_matches(name.lower(), REGISTRY, n=3, cutoff=0.6)
+    main = [n for n in REGISTRY if n in ("sp", "mup", "gdn-mup", "gdn-mup-code")]
+    return (f"unknown parametrization {name!r}; " + (f"did you mean {' or '.join(close)}? " if close else "")
+            + f"{', '.join(main)} or one of {len(REGISTRY) - len(main)} mechanism variants of gdn-mup "
+            f"(`deltamup describe --help` lists every name)")
 
 
 def check_optimizer(optimizer: str) -> str:

@@ -177,3 +177,16 @@ def test_export_applies_to_any_width_from_its_base_width() -> None:
     with pytest.raises(ValueError, match=r"^the base model has width 128; this export's rules are relative to base "
                                          r"width 64"):
         exp.parametrize(UserLM(WIDTH), base_model=UserLM(DELTA))
+
+
+@pytest.mark.parametrize("name,suggested", [("gdn-mup-codconv", "gdn-mup-codeconv"), ("GDN-MUP", "gdn-mup"),
+                                            ("nope", None)])
+def test_an_unknown_name_gets_the_closest_names_in_one_short_line(name: str, suggested: str | None) -> None:
+    """The registry outgrew a message that lists every name; the line names the closest ones instead."""
+    with pytest.raises(ValueError) as error:
+        parametrizations.get(name)
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 300 and f"unknown parametrization {name!r}" in message
+    assert ("did you mean" in message) == (suggested is not None)
+    if suggested:
+        assert message.split("did you mean ")[1].split(" or ")[0].rstrip("?") == suggested
