@@ -38,7 +38,7 @@ def unknown_message(name: str) -> str:
     main = [n for n in REGISTRY if n in ("sp", "mup", "gdn-mup", "gdn-mup-code")]
     return (f"unknown parametrization {name!r}; " + (f"did you mean {' or '.join(close)}? " if close else "")
             + f"{', '.join(main)} or one of {len(REGISTRY) - len(main)} mechanism variants of gdn-mup "
-            f"(`deltamup describe --help` lists every name)")
+            f"(`deltamup describe --list` lists every one)")
 
 
 def check_optimizer(optimizer: str) -> str:

@@ -77,3 +77,22 @@ def test_coord_check_writes_its_files_and_check_flag_sets_exit_code(tmp_path, ca
     assert ("PASS" in printed) or ("FAIL" in printed)
     failed = slopes.filter(pl.col("ok") == False)  # noqa: E712
     assert main(argv + ["--check"]) == (1 if len(failed) else 0)
+
+
+def test_describe_lists_every_parametrization_with_its_summary(capsys):
+    from deltamup import parametrizations
+
+    assert main(["describe", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name in parametrizations.names():
+        row = next(line for line in lines if line.split()[0] == name)
+        assert parametrizations.get(name).summary in row
+
+
+def test_a_reader_that_closes_the_pipe_stops_the_command_quietly():
+    """`deltamup describe --list | head -1`: no error line, the exit code a process SIGPIPE ends has."""
+    proc = subprocess.Popen([sys.executable, "-m", "deltamup", "describe", "--list"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command writes: it starts Python and imports torch first
+    stderr = proc.communicate(timeout=120)[1].decode()
+    assert proc.returncode == 141 and stderr == ""

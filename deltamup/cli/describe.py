@@ -9,14 +9,19 @@ from deltamup.console import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("describe", help="print a parametrization's rules at a width")
+    p = sub.add_parser("describe", help="print a parametrization's rules at a width, or --list them all")
     add_parametrization_args(p)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--base-width", type=int, default=256)
+    p.add_argument("--list", action="store_true", help="every parametrization's name and summary, then exit")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        print_table([{"parametrization": name, "what it is": parametrizations.get(name).summary}
+                     for name in parametrizations.names()])
+        return 0
     p = parametrizations.get(args.parametrization)
     parametrizations.check_optimizer(args.optimizer)
     if args.width < 1 or args.base_width < 1:
