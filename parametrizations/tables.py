@@ -294,12 +294,13 @@ GDN_MUP_CODECONV_NOSQRTD = replace(
 # only the SiLU (and the norms' ε) sees the scale: ownstep differs from GDN-µP, and convstep from codeconv, in the
 # SiLU's range alone (the study's part `conv-why`; tests/test_mechanisms.py checks the relative steps).
 _CONV_STEP = (d / 3) ** 0.5
+_CONV = GDN_MUP.rules[Role.CONV]  # both tables keep its SGD LR and weight decay (codeconv's differs in init only)
 GDN_MUP_CONVSTEP = replace(
     GDN_MUP, name="gdn-mup-convstep",
     summary="GDN-µP with the convs' AdamW LR × √(d/3), weight decay × √(3/d): the code init's relative step at "
             "their own init.",
-    rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={"adamw": _CONV_STEP, "sgd": m},
-                                              wd={"adamw": 1 / _CONV_STEP, "sgd": 1.0})},
+    rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={**_CONV.lr, "adamw": _CONV_STEP},
+                                              wd={"adamw": 1 / _CONV_STEP, "sgd": _CONV.wd})},
     expect={opt: {**probes, "v": replace(THETA_1, trained=None), "state": replace(STATE, trained=None)}
             for opt, probes in GDN_MUP.expect.items()})
 GDN_MUP_CODECONV_OWNSTEP = replace(
@@ -307,8 +308,8 @@ GDN_MUP_CODECONV_OWNSTEP = replace(
     summary="gdn-mup-codeconv with the convs' AdamW LR × √(3/d), weight decay × √(d/3): the code's init at their own "
             "init's relative step.",
     rules={**GDN_MUP_CODECONV.rules,
-           Role.CONV: replace(GDN_MUP_CODECONV.rules[Role.CONV], lr={"adamw": 1 / _CONV_STEP, "sgd": m},
-                              wd={"adamw": _CONV_STEP, "sgd": 1.0})},
+           Role.CONV: replace(GDN_MUP_CODECONV.rules[Role.CONV], lr={**_CONV.lr, "adamw": 1 / _CONV_STEP},
+                              wd={"adamw": _CONV_STEP, "sgd": _CONV.wd})},
     expect={opt: {**probes, **{k: replace(v, trained=None) for k, v in _V_SMALL.items()}}
             for opt, probes in GDN_MUP_CODECONV.expect.items()})
 

@@ -100,8 +100,8 @@ def main(argv: list[str]) -> None:
         trials, at = train_windows(trials, pl.read_parquet(Path(directory) / "curves.parquet"))
     table = gaps(trials, a, b, width, lrs, at)
     if table.is_empty():
-        at = "(lr, seed)" if lrs is None else f"seed at 2^{lrs[0]} and 2^{lrs[1]}"
-        raise SystemExit(f"paired_gap.py: {a} and {b} share no finished {at} at width {width} in {directory}")
+        shared = "(lr, seed)" if lrs is None else f"seed at 2^{lrs[0]} and 2^{lrs[1]}"
+        raise SystemExit(f"paired_gap.py: {a} and {b} share no finished {shared} at width {width} in {directory}")
     metric = f"training loss, mean of the {TRAIN_WINDOW} steps up to each" if train else "val_loss"
     print(f"{a} − {b}, {metric} (nats), width {width}, paired by seed ({directory})")
     print(f"| log2 LR | {'step' if train else '% of steps'} | seeds | a − b by seed | mean [90%] |")

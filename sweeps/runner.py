@@ -281,8 +281,8 @@ def print_refine_state(spec: SweepSpec, out: Path) -> None:
 
 def any_in_time(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, deadline: float) -> bool:
     """Whether a trial of `points` would start now under `deadline` (one per width: they time alike)."""
-    records, first = store.read_trials(out), {p.width: p for p in points}
-    return any(starts_in_time(trial_config(spec, p, out, run), deadline, records) for p in first.values())
+    records, one_a_width = store.read_trials(out), {p.width: p for p in points}
+    return any(starts_in_time(trial_config(spec, p, out, run), deadline, records) for p in one_a_width.values())
 
 
 def run_grid(spec: SweepSpec, out: Path, points: list[TrialPoint], run: int, progress_every: float,

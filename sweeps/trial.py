@@ -203,7 +203,7 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
     fingerprints = {"data": data_fingerprint(task), "code": code_fingerprint()}
     if result.diverged:
         return result, val_losses, params, fingerprints
-    if all(math.isfinite(x) for x in last_batches):
+    if last_batches and all(math.isfinite(x) for x in last_batches):
         fingerprints["val_batch_losses"] = last_batches
     metrics = task.evaluate(model, device, seed=0) if hasattr(task, "evaluate") else {}
     return result, val_losses, params, fingerprints | metrics
