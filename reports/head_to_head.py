@@ -15,9 +15,11 @@ the interval is over the seeds alone.
 A diverged trial's loss is +inf: the difference is then ±inf without an interval (none at all where the sides
 diverge in different seeds, or both in one). `better` reads the interval: "a" or "b" where it excludes 0, "neither"
 where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
+`edge_a`, `edge_b` (own best only): "low" or "high" where that side's best grid LR is its grid's lowest or highest
+(the optimum table's `edge`), so its own best may lie beyond what ran and the comparison is provisional.
 
     head_to_head(losses, optima) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better,
-                                    val_batches
+                                    val_batches, edge_a, edge_b
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from .intervals import mean_interval, seed_batch_interval
 
 SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.String, "at": pl.String,
           "lr_a": pl.Float64, "lr_b": pl.Float64, "n_seeds": pl.Int64, "diff": pl.Float64, "diff_lo": pl.Float64,
-          "diff_hi": pl.Float64, "better": pl.String, "val_batches": pl.Int64}
+          "diff_hi": pl.Float64, "better": pl.String, "val_batches": pl.Int64, "edge_a": pl.String,
+          "edge_b": pl.String}
 BATCHES = "val_batch_losses"  # the trial record's final validation loss on each batch (JSON text in trials)
 
 
@@ -86,8 +89,11 @@ def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
     `optima`: the same metric's optimum table (its best_lr_grid per parametrization, optimizer and width)."""
     losses = losses.filter(~pl.col("failed"))
     on_val = "metric" in optima.columns and set(optima["metric"].to_list()) == {"val_loss"}
-    best = {(p, o, w): lr for p, o, w, lr in optima.filter(pl.col("best_lr_grid").is_not_null())
-            .select("parametrization", "optimizer", "width", "best_lr_grid").iter_rows()}
+    found = optima.filter(pl.col("best_lr_grid").is_not_null())
+    best = {(p, o, w): lr for p, o, w, lr in
+            found.select("parametrization", "optimizer", "width", "best_lr_grid").iter_rows()}
+    edge = {(p, o, w): e for p, o, w, e in found.select("parametrization", "optimizer", "width", "edge").iter_rows()} \
+        if "edge" in optima.columns else {}
     rows = []
     for optimizer in sorted({o for _, o, _ in best}):
         names = sorted({p for p, o, _ in best if o == optimizer})
@@ -100,19 +106,26 @@ def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
             for width in widths:
                 for at, wa in (("own best", width), ("base LR", base))[:1 if width == base else 2]:
                     lr_a, lr_b = best[(a, optimizer, wa)], best[(b, optimizer, wa)]
+                    own = at == "own best"
                     rows.append({"optimizer": optimizer, "width": width, "a": a, "b": b, "at": at, "lr_a": lr_a,
                                  "lr_b": lr_b} | paired(losses, (a, optimizer, width, lr_a),
-                                                         (b, optimizer, width, lr_b), batches=on_val))
+                                                         (b, optimizer, width, lr_b), batches=on_val)
+                                | {"edge_a": edge.get((a, optimizer, width)) if own else None,
+                                   "edge_b": edge.get((b, optimizer, width)) if own else None})
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def describe(row: dict) -> str:
-    """One line: "at width 1024, base LR: sp − gdn-mup = +0.025 [+0.015, +0.036] nats, 3 seeds: gdn-mup lower"."""
+    """One line: "at width 1024, base LR: sp − gdn-mup = +0.025 [+0.015, +0.036] nats, 3 seeds: gdn-mup lower",
+    and where a side's own best is on its grid's edge "(provisional: sp's best is its grid's high LR)"."""
     if row["diff"] is None:
         return f"at width {row['width']}, {row['at']}: {row['a']} vs {row['b']}: no seed ran both"
     spread = (f" [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]" if row["diff_lo"] is not None else "")
     winner = {"a": f"{row['a']} lower", "b": f"{row['b']} lower", "neither": "no difference shown",
               None: "no interval"}[row["better"]]
     batches = f" and {row['val_batches']} validation batches" if row.get("val_batches") else ""
+    edges = [f"{row[side]}'s best is its grid's {row[f'edge_{side}']} LR" for side in ("a", "b")
+             if row.get(f"edge_{side}")]
+    provisional = f" (provisional: {', '.join(edges)})" if edges else ""
     return (f"at width {row['width']}, {row['at']}: {row['a']} − {row['b']} = {row['diff']:+.3f}{spread} nats, "
-            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}{batches}: {winner}")
+            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}{batches}: {winner}{provisional}")

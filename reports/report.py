@@ -98,7 +98,9 @@ def _cost(spent: pl.DataFrame, per_width: pl.DataFrame) -> str:
 HEAD_TO_HEAD_NOTE = ("diff: {metric} of a minus b (nats), paired by seed, with its 90% interval (Student's t over "
                      "the seeds' differences); at own best: each at its own best grid LR at that width; at base LR: "
                      "each at the LR that was best for it at the base width (tuned there, transferred). better: "
-                     "the one the interval shows lower, or neither. Table: head_to_head.csv.")
+                     "the one the interval shows lower, or neither. edge_a, edge_b: low or high where that side's "
+                     "own best is its grid's lowest or highest LR (its optimum may lie beyond: provisional). Table: "
+                     "head_to_head.csv.")
 
 
 def build_report(sweep_dir: str | Path, out: str | Path | None = None, coord_checks: Iterable[str | Path] = (),

@@ -62,6 +62,20 @@ def test_paired_differences_at_own_best_and_at_the_base_lr():
     assert table[(256, "own best")]["better"] == "neither"  # the same surface, seed noise only
 
 
+def test_an_own_best_on_its_grids_edge_is_marked_provisional():
+    noise = [0.0, 0.003, -0.002]
+    rows = (surface("a", 256, 2e-3, 0.0, noise) + surface("b", 256, 2e-3, 0.0, noise)
+            + surface("a", 1024, 8e-3, 0.0, noise)    # a's optimum moved past the grid's highest LR, 4e-3
+            + surface("b", 1024, 2e-3, 0.0, noise))
+    table = {(r["width"], r["at"]): r for r in head_to_head(losses(rows)).iter_rows(named=True)}
+    own, base, inside = table[(1024, "own best")], table[(1024, "base LR")], table[(256, "own best")]
+    assert (own["lr_a"], own["edge_a"], own["edge_b"]) == (4e-3, "high", None)
+    assert base["edge_a"] is None and base["edge_b"] is None  # the base LR is what transfer gives, edge or not
+    assert inside["edge_a"] is None and inside["edge_b"] is None
+    assert describe(own).endswith("(provisional: a's best is its grid's high LR)")
+    assert "provisional" not in describe(base) and "provisional" not in describe(inside)
+
+
 def test_the_validation_batches_interval_holds_the_mean_where_the_seeds_alone_do_not():
     """3 seeds × 16 validation batches with a batch effect common to the seeds (the same batches for every trial):
     the interval over the seeds' means misses the true difference 0 far more often than 10%; seed_batch_interval
