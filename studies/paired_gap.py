@@ -8,8 +8,11 @@ say), at every horizon. Finished trials only (a diverged seed leaves its pair ou
 With --train, the training loss instead, its mean over the 100 steps up to steps 100, 300, 600, 900 and the last
 (DIR/curves.parquet): paired by seed the two saw the same batches, so this says when in the run a gap opens, also
 for trials that record no horizons.
+With --minus C D, the difference of two gaps instead, (A − B) − (C − D), seed by seed at each LR all four ran: the
+interaction of two changes in a 2 × 2 (A both, B and C one each, D neither: how much more A gains than B and C
+together), 0 where their effects add.
 
-    python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train]
+    python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D]
     e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
 """
 from __future__ import annotations
@@ -39,32 +42,44 @@ def train_windows(trials: pl.DataFrame, curves: pl.DataFrame) -> tuple[pl.DataFr
 
 
 def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] | None = None,
-         at: list[tuple[int, str]] | None = None) -> pl.DataFrame:
+         at: list[tuple[int, str]] | None = None, minus: tuple[str, str] | None = None) -> pl.DataFrame:
     """One row per (lr, point `at`): the seeds both finished, a − b per seed and their mean. log2_lr: the LR's log2
     where both sides share it; with lrs = (EA, EB), a at 2^EA against b at 2^EB, log2_lr "EA / EB". `at`: (label,
     column) pairs, by default the validation loss at each horizon (label: % of the steps) both sides record. At the
     end (100%) where every pair's trials recorded their loss on each validation batch, the interval counts the
-    batches as a sample too (reports.intervals.seed_batch_interval; `batches`: how many, else None)."""
-    ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in([a, b]))
-    steps = at or horizons(ok) or [(100, "val_loss")]  # the horizons both sides' trials all record
+    batches as a sample too (reports.intervals.seed_batch_interval; `batches`: how many, else None). With
+    minus = (c, d), (a − b) − (c − d) per seed at each LR all four share (not with lrs)."""
+    if minus is not None and lrs is not None:
+        raise ValueError("minus pairs the four at a common LR; it does not take lrs")
+    names = [a, b, *(minus or ())]
+    ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in(names))
+    steps = at or horizons(ok) or [(100, "val_loss")]  # the horizons every side's trials all record
     rows = []
     for pct, metric in steps:
         per_batch = at is None and pct == 100 and BATCHES in ok.columns
         more = [BATCHES] if per_batch else []
-        pa = ok.filter(pl.col("parametrization") == a).select("lr", "seed", pl.col(metric).alias("a"), *more)
-        pb = ok.filter(pl.col("parametrization") == b).select("lr", "seed", pl.col(metric).alias("b"), *more)
+        side = {n: ok.filter(pl.col("parametrization") == n).select("lr", "seed", pl.col(metric).alias(n), *more)
+                .rename({BATCHES: f"{BATCHES}_{i}"} if per_batch else {}) for i, n in enumerate(names)}
         if lrs is None:
-            pairs = pa.join(pb, on=["lr", "seed"], suffix="_b").sort("lr", "seed")
+            pairs = side[names[0]]
+            for n in names[1:]:
+                pairs = pairs.join(side[n], on=["lr", "seed"])
+            pairs = pairs.sort("lr", "seed")
             label = pl.col("lr").log(2).round().cast(pl.Int64).cast(pl.String)
         else:
-            pairs = pa.filter(pl.col("lr") == 2.0 ** lrs[0]).drop("lr").join(
-                pb.filter(pl.col("lr") == 2.0 ** lrs[1]).drop("lr"), on="seed", suffix="_b").sort("seed")
+            pairs = side[a].filter(pl.col("lr") == 2.0 ** lrs[0]).drop("lr").join(
+                side[b].filter(pl.col("lr") == 2.0 ** lrs[1]).drop("lr"), on="seed").sort("seed")
             label = pl.lit(f"{lrs[0]} / {lrs[1]}")
         for (log2_lr,), group in pairs.with_columns(label.alias("log2_lr")).group_by("log2_lr", maintain_order=True):
-            diff = (group["a"] - group["b"]).to_numpy()
             seeds = group["seed"].to_list()
-            by_batch = batch_differences(dict(zip(seeds, group[BATCHES])), dict(zip(seeds, group[BATCHES + "_b"])),
+            diff = (group[a] - group[b]).to_numpy()
+            by_batch = batch_differences(*(dict(zip(seeds, group[f"{BATCHES}_{i}"])) for i in (0, 1)),
                                          seeds) if per_batch else None
+            if minus is not None:
+                diff = diff - (group[minus[0]] - group[minus[1]]).to_numpy()
+                cd = batch_differences(*(dict(zip(seeds, group[f"{BATCHES}_{i}"])) for i in (2, 3)),
+                                       seeds) if by_batch is not None else None
+                by_batch = None if cd is None or cd.shape != by_batch.shape else by_batch - cd
             mean, lo, hi = mean_interval(diff) if by_batch is None else seed_batch_interval(by_batch)
             rows.append({"log2_lr": log2_lr, "at": pct, "seeds": seeds,
                          "batches": None if by_batch is None else by_batch.shape[1],
@@ -79,10 +94,17 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
 
 
 def main(argv: list[str]) -> None:
-    usage = "usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train]   (EA, EB: log2 of A's and B's LR)"
+    usage = ("usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D]   (EA, EB: log2 of "
+             "A's and B's LR; --minus: (A − B) − (C − D) at each common LR)")
     train = "--train" in argv
     argv = [x for x in argv if x != "--train"]
-    if len(argv) not in (4, 6) or not argv[3].isdigit():
+    minus = None
+    if "--minus" in argv:
+        i = argv.index("--minus")
+        if len(argv) < i + 3:
+            raise SystemExit(usage)
+        minus, argv = (argv[i + 1], argv[i + 2]), argv[:i] + argv[i + 3:]
+    if len(argv) not in (4, 6) or not argv[3].isdigit() or (minus and len(argv) == 6):
         raise SystemExit(usage)
     try:
         lrs = (int(argv[4]), int(argv[5])) if len(argv) == 6 else None
@@ -98,13 +120,16 @@ def main(argv: list[str]) -> None:
         if not (Path(directory) / "curves.parquet").is_file():
             raise SystemExit(f"paired_gap.py: {directory} has no curves.parquet (deltamup report rebuilds it)")
         trials, at = train_windows(trials, pl.read_parquet(Path(directory) / "curves.parquet"))
-    table = gaps(trials, a, b, width, lrs, at)
+    table = gaps(trials, a, b, width, lrs, at, minus)
+    sides = f"{a} and {b}" if minus is None else f"{a}, {b}, {minus[0]} and {minus[1]}"
     if table.is_empty():
         shared = "(lr, seed)" if lrs is None else f"seed at 2^{lrs[0]} and 2^{lrs[1]}"
-        raise SystemExit(f"paired_gap.py: {a} and {b} share no finished {shared} at width {width} in {directory}")
+        raise SystemExit(f"paired_gap.py: {sides} share no finished {shared} at width {width} in {directory}")
     metric = f"training loss, mean of the {TRAIN_WINDOW} steps up to each" if train else "val_loss"
-    print(f"{a} − {b}, {metric} (nats), width {width}, paired by seed ({directory})")
-    print(f"| log2 LR | {'step' if train else '% of steps'} | seeds | a − b by seed | mean [90%] |")
+    contrast = f"{a} − {b}" if minus is None else f"({a} − {b}) − ({minus[0]} − {minus[1]})"
+    print(f"{contrast}, {metric} (nats), width {width}, paired by seed ({directory})")
+    column = "a − b" if minus is None else "(a − b) − (c − d)"
+    print(f"| log2 LR | {'step' if train else '% of steps'} | seeds | {column} by seed | mean [90%] |")
     print("| --- | --- | --- | --- | --- |")
     for r in table.iter_rows(named=True):
         spread = f" [{r['lo']:+.4f}, {r['hi']:+.4f}]" if r["lo"] is not None else ""

@@ -279,6 +279,18 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     table = module.gaps(windowed, "a", "b", 256, at=at)
     assert table["at"].to_list() == [100, 300, 400]
     assert table["mean"].to_list() == pytest.approx([0.0, 0.2, 0.2])
+    # --minus: (a − b) − (c − d) by seed, at the LRs all four ran; 0 where the two changes' effects add
+    effect = {"a": 0.3, "b": 0.2, "c": 0.1, "d": 0.0}  # a = b's change + c's change: additive
+    square = pl.DataFrame([{"parametrization": p, "width": 256, "lr": lr, "seed": seed, "status": "ok",
+                            "val_loss": 2.0 + effect[p] + seed / 10 + (0.05 * seed if p == "a" else 0.0)}
+                           for p in "abcd" for lr in (2.0**-6, 2.0**-5) for seed in (0, 1, 2)
+                           if not (p == "d" and lr == 2.0**-5)])  # d never ran 2^-5
+    both = module.gaps(square, "a", "b", 256, minus=("c", "d"))
+    assert both["log2_lr"].to_list() == ["-6"] and both["seeds"].to_list() == [[0, 1, 2]]
+    assert both["a_minus_b"][0].to_list() == pytest.approx([0.0, 0.05, 0.1])  # a's extra gain grows with the seed
+    assert both["mean"][0] == pytest.approx(0.05) and both["lo"][0] < 0.0 < both["hi"][0]
+    with pytest.raises(ValueError):
+        module.gaps(square, "a", "b", 256, lrs=(-6, -6), minus=("c", "d"))
 
 
 def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
