@@ -10,7 +10,10 @@ the same model and batch at that width, the GPU time left.
         step_seconds             the measured mean GPU-seconds a step of out's finished trials at this width with
                                  this model (every field the record holds) and batch: a trial's seconds a step × its
                                  GPUs ÷ the trials that shared them with it on average (gpu_step_seconds); a
-                                 trial without GPUs counts its own seconds a step; None without
+                                 trial without GPUs counts its own seconds a step. At a width none ran, estimated
+                                 from the widths that did, of the same model but for its width (estimated_step,
+                                 which errs long outside their range): None where fewer than two did
+        step_estimated           whether step_seconds is that estimate
         measured_gib             the most GPU memory one of those trials held (peak_memory_gib); None without
                                  (trials on a CPU, or none yet)
         minutes_left             left × steps × step_seconds / 60: GPU-minutes of training steps (for trials
@@ -21,6 +24,8 @@ Nothing is started or written. With `search: optuna` the trials are the grid's a
 """
 from __future__ import annotations
 
+import bisect
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -42,11 +47,22 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
     records = store.read_trials(out) if out.is_dir() else []
     gpu_memory = gpu_memory_bytes(spec.resources)
     tokens = spec.steps * spec.batch_size * spec.seq_len
+    timed = [r for r in records if r.train_seconds and r.steps]
+    measured = {}  # width → mean GPU-seconds a step, at every width out's trials ran this model (but for its width)
+    for width in sorted({r.width for r in timed}):
+        config = spec.model_config(width)
+        same = [r for r in timed if r.trained(config, spec.batch_size, spec.seq_len)]
+        if same:
+            measured[width] = statistics.mean(gpu_step_seconds(r, records) for r in same)
     rows = []
     for width in sorted({p.width for p in points}):
         config = spec.model_config(width)
-        same = [r for r in records if r.train_seconds and r.steps and r.trained(config, spec.batch_size, spec.seq_len)]
-        step_seconds = statistics.mean(gpu_step_seconds(r, records) for r in same) if same else None
+        same = [r for r in timed if r.trained(config, spec.batch_size, spec.seq_len)]
+        step_seconds = measured.get(width)
+        estimated = step_seconds is None and len(measured) >= 2
+        if estimated:
+            step_seconds = estimated_step({parameter_count(spec.model_config(w)): t for w, t in measured.items()},
+                                          parameter_count(config))
         held = [r.peak_memory_gib for r in same if r.peak_memory_gib is not None]
         share = max(trial_gpus(spec, width, o, 1.0, gpu_memory) for o in spec.optimizers)
         n_trials, n_left = sum(p.width == width for p in points), sum(p.width == width for p in left)
@@ -63,8 +79,24 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
             width=width, trials=n_trials, left=n_left,
             params=params, tokens_per_param=tokens / params,
             memory_gib=memory / 2**30, measured_gib=max(held, default=None), gpu_share=share,
-            step_seconds=step_seconds, minutes_left=minutes))
+            step_seconds=step_seconds, step_estimated=estimated, minutes_left=minutes))
     return rows
+
+
+def estimated_step(seconds_at: dict[int, float], params: int) -> float:
+    """GPU-seconds a step of a model of `params` parameters, from those measured at other sizes ({params: seconds},
+    at least two). Between two measured sizes, linear in log seconds against log params; above the largest,
+    proportional to params (a compute-bound step: the measured log-log slope grows towards 1 with size, so this
+    errs long); below the smallest, the smallest's time (a step's fixed costs: errs long as well)."""
+    xs = sorted(seconds_at)
+    if params >= xs[-1]:
+        return seconds_at[xs[-1]] * params / xs[-1]
+    if params <= xs[0]:
+        return seconds_at[xs[0]]
+    i = bisect.bisect_left(xs, params)
+    x0, x1, y0, y1 = (math.log(xs[i - 1]), math.log(xs[i]), math.log(seconds_at[xs[i - 1]]),
+                      math.log(seconds_at[xs[i]]))
+    return math.exp(y0 + (y1 - y0) * (math.log(params) - x0) / (x1 - x0))
 
 
 def gpu_step_seconds(trial: TrialRecord, records: list[TrialRecord]) -> float:
@@ -81,6 +113,11 @@ def gpu_step_seconds(trial: TrialRecord, records: list[TrialRecord]) -> float:
     return seconds * len(gpus) / (1 + shared / (end - start))
 
 
+def _estimate(row: dict[str, Any], text: str) -> str:
+    """A plan cell, marked where its time is estimated from other widths."""
+    return f"{text} (est.)" if row.get("step_estimated") else text
+
+
 def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
     """The plan as an aligned table with a total line."""
     on_gpus = any(r["gpu_share"] for r in rows)
@@ -90,19 +127,22 @@ def plan_text(spec: SweepSpec, rows: list[dict[str, Any]]) -> str:
     body = [(str(r["width"]), str(r["trials"]), str(r["left"]), f"{r['params'] / 1e6:.3g}M",
              f"{r['tokens_per_param']:.3g}", f"{r['memory_gib']:.1f}",
              f"{r['measured_gib']:.1f}" if r["measured_gib"] is not None else "–", f"{r['gpu_share']:g}",
-             f"{r['step_seconds']:.3f}" if r["step_seconds"] is not None else "–",
-             f"{r['minutes_left']:.1f}" if r["minutes_left"] is not None else "–") for r in rows]
+             _estimate(r, f"{r['step_seconds']:.3f}") if r["step_seconds"] is not None else "–",
+             _estimate(r, f"{r['minutes_left']:.1f}") if r["minutes_left"] is not None else "–") for r in rows]
     widths = [max(len(c) for c in column) for column in zip(head, *body)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in (head, *body)]
     known = [r["minutes_left"] for r in rows if r["minutes_left"] is not None and r["left"]]
+    guessed = [str(r["width"]) for r in rows if r.get("step_estimated") and r["left"]]
     unmeasured = [str(r["width"]) for r in rows if r["minutes_left"] is None and r["left"]]
     total = (f"{sum(r['left'] for r in rows)} of {sum(r['trials'] for r in rows)} trials left, "
              f"{spec.steps} steps × {spec.batch_size} × {spec.seq_len} tokens a trial")
     if on_gpus:
         total += f", GPU shares for {gpu_memory_bytes(spec.resources) / 1e9:.0f} GB GPUs (resources.gpu_memory_gb)"
     if known:
-        total += (f"; ≈ {sum(known):.1f} {unit} of training steps at the measured widths (evaluation, compile "
-                  "warm-up and the gaps between trials come on top)")
+        where = (f", width {', '.join(guessed)} (est.) timed from the other widths' trials of this model (log "
+                 "GPU-s a step against log parameters)" if guessed else " at the measured widths")
+        total += (f"; ≈ {sum(known):.1f} {unit} of training steps{where} (evaluation, compile warm-up and the gaps "
+                  "between trials come on top)")
     if unmeasured:
         total += f"; no finished trial of this model to time at width {', '.join(unmeasured)}"
     return "\n".join(lines + [total])

@@ -317,6 +317,43 @@ def test_plan_says_what_is_left_and_times_it_from_finished_trials_of_the_same_mo
     assert main(["sweep", str(spec_path), "--out", str(out), "--set", "seeds=[0, 1, 2]", "--plan", "--resume"]) == 0
 
 
+def test_plan_times_a_width_no_trial_ran_from_the_widths_that_did(tmp_path, capsys):
+    """A width without finished trials is timed from two or more other widths of the same model: log-log in the
+    parameter count between them, proportional to it above them, the smallest's time below; marked (est.). Trials
+    of another model (depth) are not counted."""
+    from deltamup.sweeps.plan import plan
+
+    data = {**VALID, "widths": [32, 48, 64, 128, 256], "lrs": [1e-3], "steps": 600, "resources": {"gpu": 1}}
+    spec_path = write(tmp_path, data)
+    spec = specs.load(spec_path)
+    out = tmp_path / "sweep"
+    out.mkdir()
+    prepare_dir(spec, out, resume=False)
+    seconds = {64: 0.1, 256: 0.4}  # seconds a step, each trial alone on its GPU
+    deeper = specs.parse({**data, "model": {**data["model"], "depth": 2}})
+    for i, (s, width) in enumerate([(spec, 64), (spec, 256), (deeper, 64)]):
+        point = next(p for p in s.grid() if p.width == width)
+        point = dataclasses.replace(point, seed=7) if s is deeper else point  # a trial of its own beside 64's
+        row = base_record(trial_config(s, point, out, run=1)) | {
+            "status": "ok", "val_loss": 1.0, "steps": 10, "node_id": "n",
+            "train_seconds": 10 * (9.0 if s is deeper else seconds[width]), "gpu_ids": [str(i)], "started_at": 0.0,
+            "finished_at": 10.0}
+        assert store.write_trial(out, row, {c: [] for c in store.CURVE_COLUMNS})
+    rows = {r["width"]: r for r in plan(spec, out)}
+    n = {w: packing.parameter_count(spec.model_config(w)) for w in rows}
+    assert not rows[64]["step_estimated"] and rows[64]["step_seconds"] == pytest.approx(0.1)
+    assert rows[128]["step_estimated"]  # the depth-2 trial at 64 is another model: not in 64's time
+    slope = math.log(0.4 / 0.1) / math.log(n[256] / n[64])
+    assert rows[128]["step_seconds"] == pytest.approx(0.1 * (n[128] / n[64]) ** slope)
+    assert rows[48]["step_seconds"] == pytest.approx(0.1) and rows[32]["step_seconds"] == pytest.approx(0.1)
+    assert rows[128]["minutes_left"] == pytest.approx(600 * rows[128]["step_seconds"] / 60)
+    assert main(["sweep", str(spec_path), "--out", str(out), "--plan"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("(est.)") == 2 * 3 + 1 and "width 32, 48, 128 (est.)" in text
+    one = {**data, "widths": [64, 128]}  # one measured width is not enough to time another
+    assert plan(specs.parse(one), tmp_path / "none")[1]["step_seconds"] is None
+
+
 def test_plan_counts_an_optuna_search_s_own_trials(tmp_path):
     """With search: optuna each width holds the grid's trials and optuna.trials more per (parametrization,
     optimizer); none has run in a fresh directory."""
