@@ -387,6 +387,18 @@ def test_hparams_study_goes_one_octave_past_an_edge_optimum_at_the_wide_width(tm
     assert result.stdout.count("trials left") == 1 and "3 of 3 trials left" in result.stdout
 
 
+def test_hparams_study_parts_that_transfer_the_best_variant_refuse_a_directory_without_one(tmp_path: Path) -> None:
+    """`transfer` and `default` take the best variant with 3 seeds at width 256: where DIR has none (a wrong DIR,
+    or parts base and seeds not run), one line and exit 2, before any sweep starts."""
+    for part in ("transfer", "default"):
+        result = subprocess.run(["bash", "studies/gdn-hparams-8l/run.sh", str(tmp_path), str(tmp_path / "corpus"),
+                                 part], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), "PLAN": "1"})
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == f"run.sh: no variant in {tmp_path} has 3 seeds at width 256 to rank (parts base " \
+                                "and seeds make them)\n"
+
+
 def test_slope_table_spread_is_the_mean_and_range_over_the_checks(tmp_path: Path) -> None:
     """studies/coord-checks/slope_table.py --spread: one more column, mean [min, max] of a slope over the
     directories (seeds of one check); a check without the slope shows '–' and does not count."""

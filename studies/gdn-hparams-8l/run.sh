@@ -60,6 +60,12 @@ variants() {  # SEEDS: one sweep over the variants on stdin ("output_mult init_m
   SETS=(--set 'widths=[256]' --set "seeds=[$1]" --set "only=[$cells]")
   [ -z "$lrs_run" ] || SETS+=(--set "lrs=$(lrs $(printf '%s\n' $lrs_run | sort -un))")
 }
+best_variant() {  # the first line of `ranked 3`; none (no variant has 3 seeds at width 256 in DIR): one line, exit 2
+  local line
+  line=$(ranked 3 | head -1)
+  [ -n "$line" ] || { echo "run.sh: no variant in $DIR has 3 seeds at width 256 to rank (parts base and seeds make them)" >&2; exit 2; }
+  echo "$line"
+}
 known_parts "base seeds edge transfer transfer-edge default" "$@"
 for PART in "$@"; do
   case $PART in
@@ -71,7 +77,7 @@ for PART in "$@"; do
       variants 0,1,2 < <(ranked 3 edge)
       [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}" ;;
     transfer)
-      read -r O I E < <(ranked 3 | head -1)
+      best=$(best_variant); read -r O I E <<< "$best"
       echo "width 1024: output_mult $O, init_mult $I, around 2^$E"
       sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" \
             --set "lrs=$(lrs $((E - 1)) "$E" $((E + 1)))"
@@ -82,7 +88,7 @@ for PART in "$@"; do
         sweep --set 'widths=[1024]' --set "hparams={output_mult: [$O], init_mult: [$I]}" --set "lrs=$(lrs "$E")"
       done < <(ranked 3 edge 1024) ;;
     default)
-      read -r O I _ < <(ranked 3 | head -1)
+      best=$(best_variant); read -r O I _ <<< "$best"
       for H in "1 1" "$O $I"; do
         read -r O1 I1 <<< "$H"
         sweep_to "${DIR%/}-default" --set 'widths=[1024]' --set "hparams={output_mult: [$O1], init_mult: [$I1]}" \
