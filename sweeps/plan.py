@@ -48,16 +48,11 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
     gpu_memory = gpu_memory_bytes(spec.resources)
     tokens = spec.steps * spec.batch_size * spec.seq_len
     timed = [r for r in records if r.train_seconds and r.steps]
-    measured = {}  # width → mean GPU-seconds a step, at every width out's trials ran this model (but for its width)
-    for width in sorted({r.width for r in timed}):
-        config = spec.model_config(width)
-        same = [r for r in timed if r.trained(config, spec.batch_size, spec.seq_len)]
-        if same:
-            measured[width] = statistics.mean(gpu_step_seconds(r, records) for r in same)
+    same_at = {w: _same_model(spec, w, timed) for w in {r.width for r in timed} | {p.width for p in points}}
+    measured = {w: statistics.mean(gpu_step_seconds(r, records) for r in same) for w, same in same_at.items() if same}
     rows = []
     for width in sorted({p.width for p in points}):
-        config = spec.model_config(width)
-        same = [r for r in timed if r.trained(config, spec.batch_size, spec.seq_len)]
+        config, same = spec.model_config(width), same_at[width]
         step_seconds = measured.get(width)
         estimated = step_seconds is None and len(measured) >= 2
         if estimated:
@@ -83,11 +78,22 @@ def plan(spec: SweepSpec, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _same_model(spec: SweepSpec, width: int, timed: list[TrialRecord]) -> list[TrialRecord]:
+    """The timed trials that trained the spec's model at `width` on its batches (none where the spec's model
+    cannot take that width)."""
+    try:
+        config = spec.model_config(width)
+    except ValueError:
+        return []
+    return [r for r in timed if r.trained(config, spec.batch_size, spec.seq_len)]
+
+
 def estimated_step(seconds_at: dict[int, float], params: int) -> float:
     """GPU-seconds a step of a model of `params` parameters, from those measured at other sizes ({params: seconds},
     at least two). Between two measured sizes, linear in log seconds against log params; above the largest,
-    proportional to params (a compute-bound step: the measured log-log slope grows towards 1 with size, so this
-    errs long); below the smallest, the smallest's time (a step's fixed costs: errs long as well)."""
+    proportional to params (a compute-bound step: the measured log-log slope grows with size, towards 1 where the
+    GEMMs dominate, so this errs long); below the smallest, the smallest's time (a step's fixed costs: errs long
+    as well)."""
     xs = sorted(seconds_at)
     if params >= xs[-1]:
         return seconds_at[xs[-1]] * params / xs[-1]
