@@ -49,9 +49,9 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
     end (100%) where every pair's trials recorded their loss on each validation batch, the interval counts the
     batches as a sample too (reports.intervals.seed_batch_interval; `batches`: how many, else None). With
     minus = (c, d), (a − b) − (c − d) per seed at each LR all four share (not with lrs)."""
-    if minus is not None and lrs is not None:
-        raise ValueError("minus pairs the four at a common LR; it does not take lrs")
     names = [a, b, *(minus or ())]
+    if minus is not None and (lrs is not None or len(set(names)) < 4):
+        raise ValueError("minus pairs four different parametrizations at a common LR (no lrs)")
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width, pl.col("parametrization").is_in(names))
     steps = at or horizons(ok) or [(100, "val_loss")]  # the horizons every side's trials all record
     rows = []
@@ -111,6 +111,9 @@ def main(argv: list[str]) -> None:
     except ValueError:
         raise SystemExit(usage) from None
     directory, a, b, width = argv[0], argv[1], argv[2], int(argv[3])
+    if minus and len({a, b, *minus}) < 4:
+        raise SystemExit(f"paired_gap.py: --minus needs four different parametrizations, got {a} {b} {minus[0]} "
+                         f"{minus[1]}")
     try:
         trials = load_sweep(directory).trials
     except ValueError as e:

@@ -291,6 +291,8 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     assert both["mean"][0] == pytest.approx(0.05) and both["lo"][0] < 0.0 < both["hi"][0]
     with pytest.raises(ValueError):
         module.gaps(square, "a", "b", 256, lrs=(-6, -6), minus=("c", "d"))
+    with pytest.raises(ValueError):
+        module.gaps(square, "a", "b", 256, minus=("a", "d"))  # the four must differ
 
 
 def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
