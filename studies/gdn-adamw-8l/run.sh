@@ -54,6 +54,8 @@
 #       recheck SP and GDN-µP at width 1024, each at its optimum there, seeds 0–2, re-run by the code at hand into
 #              DIR-recheck (the same trial ids): `python3 studies/recheck.py DIR DIR-recheck` says how far the code
 #              changes since the trials ran, and the run itself, moved them
+#       recheck-256  GDN-µP at width 256, 2^-10 … 2^-8, seeds 0–2, re-run the same way: its trials there ran on
+#              H200s with the code of 2026-11-30, the conv-why variants' beside them on an H100 with later code
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -85,7 +87,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -164,5 +166,7 @@ for PART in "$@"; do
         read -r P E <<< "$PE"
         sweep_to "${DIR%/}-recheck" --set 'widths=[1024]' --set "parametrizations=[$P]" --set "lrs=$(lrs "$E")"
       done ;;
+    recheck-256)
+      sweep_to "${DIR%/}-recheck" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs -10 -9 -8)" ;;
   esac
 done
