@@ -13,8 +13,8 @@ from dataclasses import replace
 
 from deltamup.models.roles import GATE_MATRICES, Role
 
-from .scale import NO_DECAY, d, m
-from .table import FLAT, GROWS, Parametrization, RoleRule, Slope
+from .scale import NO_DECAY, Scale, d, m
+from .table import FLAT, GROWS, Parametrization, RoleRule, Slope, per_optimizer
 
 SIGMA = 0.02  # the base init std of every normally initialised matrix (GPT-2 / the paper's SP)
 
@@ -294,13 +294,20 @@ GDN_MUP_CODECONV_NOSQRTD = replace(
 # only the SiLU (and the norms' ε) sees the scale: ownstep differs from GDN-µP, and convstep from codeconv, in the
 # SiLU's range alone (the study's part `conv-why`; tests/test_mechanisms.py checks the relative steps).
 _CONV_STEP = (d / 3) ** 0.5
-_CONV = GDN_MUP.rules[Role.CONV]  # both tables keep its SGD LR and weight decay (codeconv's differs in init only)
+_CONV = GDN_MUP.rules[Role.CONV]  # both tables scale its AdamW entries and keep its SGD ones (codeconv's: init only)
+
+
+def _conv_step(times: Scale) -> RoleRule:
+    """GDN-µP's convolution rule with AdamW's LR × `times` and its weight decay ÷ `times` (LR × wd kept)."""
+    return replace(_CONV, lr={"adamw": per_optimizer(_CONV.lr, "adamw") * times, "sgd": per_optimizer(_CONV.lr, "sgd")},
+                   wd={"adamw": per_optimizer(_CONV.wd, "adamw") / times, "sgd": per_optimizer(_CONV.wd, "sgd")})
+
+
 GDN_MUP_CONVSTEP = replace(
     GDN_MUP, name="gdn-mup-convstep",
     summary="GDN-µP with the convs' AdamW LR × √(d/3), weight decay × √(3/d): the code init's relative step at "
             "their own init.",
-    rules={**GDN_MUP.rules, Role.CONV: replace(GDN_MUP.rules[Role.CONV], lr={**_CONV.lr, "adamw": _CONV_STEP},
-                                              wd={"adamw": 1 / _CONV_STEP, "sgd": _CONV.wd})},
+    rules={**GDN_MUP.rules, Role.CONV: _conv_step(_CONV_STEP)},
     expect={opt: {**probes, "v": replace(THETA_1, trained=None), "state": replace(STATE, trained=None)}
             for opt, probes in GDN_MUP.expect.items()})
 GDN_MUP_CODECONV_OWNSTEP = replace(
@@ -308,8 +315,7 @@ GDN_MUP_CODECONV_OWNSTEP = replace(
     summary="gdn-mup-codeconv with the convs' AdamW LR × √(3/d), weight decay × √(d/3): the code's init at their own "
             "init's relative step.",
     rules={**GDN_MUP_CODECONV.rules,
-           Role.CONV: replace(GDN_MUP_CODECONV.rules[Role.CONV], lr={**_CONV.lr, "adamw": 1 / _CONV_STEP},
-                              wd={"adamw": _CONV_STEP, "sgd": _CONV.wd})},
+           Role.CONV: replace(_conv_step(1 / _CONV_STEP), init=GDN_MUP_CODECONV.rules[Role.CONV].init)},
     expect={opt: {**probes, **{k: replace(v, trained=None) for k, v in _V_SMALL.items()}}
             for opt, probes in GDN_MUP_CODECONV.expect.items()})
 

@@ -17,12 +17,10 @@ A trial resumed from a checkpoint is timed as a whole one: the limit errs toward
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from deltamup.models import ModelConfig
 
-from . import store
 from .record import TrialRecord
 
 NOT_STARTED = "not_started"  # the status a trial the limit kept from starting reports to Ray Tune (no record)
@@ -40,10 +38,8 @@ def expected_seconds(records: list[TrialRecord], cfg: dict[str, Any]) -> float |
     return max(r.wall_seconds for r in latest)
 
 
-def starts_in_time(cfg: dict[str, Any], deadline: float, records: list[TrialRecord] | None = None,
-                   now: float | None = None) -> bool:
+def starts_in_time(cfg: dict[str, Any], deadline: float, records: list[TrialRecord], now: float | None = None) -> bool:
     """Whether the trial of config `cfg` may start at `now` (default: the clock) under the limit `deadline` (unix s),
-    timed by `records` (default: its sweep directory's, read now)."""
-    records = store.read_trials(Path(cfg["out"])) if records is None else records
+    timed by its sweep directory's `records`."""
     need = expected_seconds(records, cfg)
     return need is None or (time.time() if now is None else now) + need <= deadline

@@ -31,9 +31,9 @@ def test_a_trial_starts_only_where_its_widths_finished_trials_say_it_ends_in_tim
     assert (late.width, late.seed, new.width, new.seed) == (32, 1, 64, 0)
     assert expected_seconds(store.read_trials(out), trial_config(spec, late, out, run=2)) == wall
     assert expected_seconds(store.read_trials(out), trial_config(spec, new, out, run=2)) is None
-    now = time.time()
-    assert not starts_in_time(trial_config(spec, late, out, run=2), now + 0.9 * wall, now=now)
-    assert starts_in_time(trial_config(spec, late, out, run=2), now + wall, now=now)
+    now, records = time.time(), store.read_trials(out)
+    assert not starts_in_time(trial_config(spec, late, out, run=2), now + 0.9 * wall, records, now=now)
+    assert starts_in_time(trial_config(spec, late, out, run=2), now + wall, records, now=now)
 
     line = run_sweep(spec, out, resume=True, progress_every=60, deadline=time.time() + 0.5 * wall)
     assert line["launched"] == 2 and line["not_started"] == 1
