@@ -89,6 +89,19 @@ def test_describe_lists_every_parametrization_with_its_summary(capsys):
         assert parametrizations.get(name).summary in row
 
 
+def test_readme_lists_every_parametrization_with_its_summary():
+    """README's table of the shipped parametrizations is the registry's, in its order, and the sentence before it
+    counts the variants: a table added to tables.py without its row fails here."""
+    import re
+
+    from deltamup import parametrizations
+
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| (.*) \|$", readme, flags=re.M)
+    assert rows == [(name, parametrizations.get(name).summary) for name in parametrizations.names()]
+    assert f"and {len(rows) - 4} variants that each change one" in readme
+
+
 def test_a_reader_that_closes_the_pipe_stops_the_command_quietly():
     """`deltamup describe --list | head -1`: no error line, the exit code a process SIGPIPE ends has."""
     proc = subprocess.Popen([sys.executable, "-m", "deltamup", "describe", "--list"], cwd=ROOT,
