@@ -355,6 +355,22 @@ def test_kernels_check_prints_each_candidates_error_and_fails_at_its_tolerance(c
     assert all(float(r[5]) < 1e-4 and r[7] == "NO" for r in rows)
 
 
+def test_kernels_check_as_a_command_on_a_cpu_picks_the_interpreter_itself():
+    """The console command, with no TRITON_INTERPRET in its environment: on a CPU it selects Triton's interpreter
+    before anything imports the kernels (every subcommand's module is imported first; `sweep`'s once imported
+    them at the top, and the check died on Triton's "0 active drivers")."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-m", "deltamup", "kernels", "check", "--head-dims", "16x16", "--kernel",
+                             "chunk_wu_aqk_fwd_kernel", "--shape", "1,70,1", "--dtype", "fp32"],
+                            cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "configs within 0.0001 of fp64" in result.stdout
+
+
 def test_kernels_check_covers_the_forward_alone(capsys):
     """`deltamup kernels check --forward-only`: the forward that stores nothing for a backward (its passes compile
     apart): the state pass's candidates are its FUSE_O ones, each within the bar of fp64 on o and the final state,

@@ -7,14 +7,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deltamup.kernels.triton.tuning import EXCLUDE_FILE_ENV
-from deltamup.kernels.warm import Shape, warm_shapes
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.sweeps import spec as specs
 from deltamup.sweeps import store
 from deltamup.sweeps.plan import plan, plan_text
 from deltamup.sweeps.runner import check_dir, run_sweep, widths_to_run
+
+if TYPE_CHECKING:  # the Triton kernels are imported where used: `deltamup kernels check` on a CPU must import them
+    from deltamup.kernels.warm import Shape  # after it selects Triton's interpreter
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,6 +92,8 @@ def warm_kernels(spec: specs.SweepSpec, widths: list[int], check: bool = True) -
     if reason is not None:
         print(f"--warm-kernels: {reason}, nothing to compile")
         return []
+    from deltamup.kernels.warm import warm_shapes
+
     failed, off = warm_shapes(kernel_shapes(spec, widths), check)
     if failed:
         print(f"--warm-kernels: {failed} shape(s) failed to compile; the trials will try again")
@@ -115,12 +119,14 @@ def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> C
     starts, and returns what the runner calls before its first trial launches: wait for the check, write the file,
     say what it left out (exclude); where the check raised, raise, so that no trial runs without it (the runner
     calls it once: runner.once)."""
+    from deltamup.kernels.triton.tuning import EXCLUDE_FILE_ENV
+
     path = (store.compile_cache_dir(out) / "kernels-off-fp64").resolve()  # trials run in folders of their own
     path.unlink(missing_ok=True)  # an earlier run's, maybe on another GPU
     os.environ[EXCLUDE_FILE_ENV] = str(path)
     warm_kernels(spec, widths, check=False)
     if nothing_to_warm(spec, widths) is not None:  # said once, by warm_kernels
-        return lambda: exclude([], path)
+        return lambda: exclude([], path, EXCLUDE_FILE_ENV)
     found: list[str] = []
     failed: list[BaseException] = []
 
@@ -136,18 +142,18 @@ def start_kernel_check(spec: specs.SweepSpec, widths: list[int], out: Path) -> C
         thread.join()
         if failed:
             raise RuntimeError(f"--warm-kernels: the kernel check failed: {failed[0]!r}") from failed[0]
-        exclude(found, path)
+        exclude(found, path, EXCLUDE_FILE_ENV)
     return finish
 
 
-def exclude(off: list[str], path: Path) -> None:
+def exclude(off: list[str], path: Path, variable: str) -> None:
     """Writes the configs `off` ("pass@config") to `path` (whole or not at all), for the trials' launchers
-    (tuning.EXCLUDE_FILE_ENV), and says so."""
+    (the environment `variable`, tuning.EXCLUDE_FILE_ENV, names it for them), and says so."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(f"{e}\n" for e in off))
     tmp.replace(path)
     if off:
         print(f"--warm-kernels: {len(off)} kernel config(s) off fp64 on this GPU, left out of the trials' "
-              f"autotuning: {', '.join(off)} ({path}; with --address, name it in {EXCLUDE_FILE_ENV} on the "
+              f"autotuning: {', '.join(off)} ({path}; with --address, name it in {variable} on the "
               f"cluster's nodes too)")
