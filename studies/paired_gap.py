@@ -11,8 +11,11 @@ for trials that record no horizons.
 With --minus C D, the difference of two gaps instead, (A − B) − (C − D), seed by seed at each LR all four ran: the
 interaction of two changes in a 2 × 2 (A both, B and C one each, D neither: how much more A gains than B and C
 together), 0 where their effects add.
+With --rerun DIR2, a parametrization's trials at WIDTH that DIR2 holds (a re-run of some of DIR's, the same trial
+ids, by other code or on another GPU kind: studies/recheck.py) stand in for DIR's, so that the variants DIR ran
+later are paired with their baseline as re-run beside them.
 
-    python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D]
+    python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D] [--rerun DIR2]
     e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
 """
 from __future__ import annotations
@@ -93,11 +96,26 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
     return table.sort("at")
 
 
+def with_rerun(trials: pl.DataFrame, rerun: pl.DataFrame, width: int) -> pl.DataFrame:
+    """`trials` with each parametrization's trials at `width` that `rerun` holds taken from `rerun` instead."""
+    again = rerun.filter(pl.col("width") == width)
+    names = again["parametrization"].unique().to_list()
+    kept = trials.filter(~((pl.col("width") == width) & pl.col("parametrization").is_in(names)))
+    return pl.concat([kept, again], how="diagonal_relaxed")
+
+
 def main(argv: list[str]) -> None:
-    usage = ("usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D]   (EA, EB: log2 of "
-             "A's and B's LR; --minus: (A − B) − (C − D) at each common LR)")
+    usage = ("usage: python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D] [--rerun DIR2]   "
+             "(EA, EB: log2 of A's and B's LR; --minus: (A − B) − (C − D) at each common LR; --rerun: DIR2's trials "
+             "of a parametrization at WIDTH stand in for DIR's)")
     train = "--train" in argv
     argv = [x for x in argv if x != "--train"]
+    rerun = None
+    if "--rerun" in argv:
+        i = argv.index("--rerun")
+        if len(argv) < i + 2 or train:
+            raise SystemExit(usage)
+        rerun, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     minus = None
     if "--minus" in argv:
         i = argv.index("--minus")
@@ -116,6 +134,8 @@ def main(argv: list[str]) -> None:
                          f"{minus[1]}")
     try:
         trials = load_sweep(directory).trials
+        if rerun is not None:
+            trials = with_rerun(trials, load_sweep(rerun).trials, width)
     except ValueError as e:
         raise SystemExit(f"paired_gap.py: {e}") from None
     at = None
@@ -130,7 +150,8 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"paired_gap.py: {sides} share no finished {shared} at width {width} in {directory}")
     metric = f"training loss, mean of the {TRAIN_WINDOW} steps up to each" if train else "val_loss"
     contrast = f"{a} − {b}" if minus is None else f"({a} − {b}) − ({minus[0]} − {minus[1]})"
-    print(f"{contrast}, {metric} (nats), width {width}, paired by seed ({directory})")
+    source = directory if rerun is None else f"{directory}, with {rerun}'s re-runs"
+    print(f"{contrast}, {metric} (nats), width {width}, paired by seed ({source})")
     column = "a − b" if minus is None else "(a − b) − (c − d)"
     print(f"| log2 LR | {'step' if train else '% of steps'} | seeds | {column} by seed | mean [90%] |")
     print("| --- | --- | --- | --- | --- |")

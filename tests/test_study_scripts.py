@@ -293,6 +293,17 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
         module.gaps(square, "a", "b", 256, lrs=(-6, -6), minus=("c", "d"))
     with pytest.raises(ValueError):
         module.gaps(square, "a", "b", 256, minus=("a", "d"))  # the four must differ
+    # --rerun: a parametrization's trials at the width that the re-run holds stand in for the original's, the
+    # other widths and parametrizations kept
+    rerun = square.filter(pl.col("parametrization") == "d").with_columns(pl.col("val_loss") - 0.1)
+    wider = square.filter(pl.col("parametrization") == "d").with_columns(pl.lit(512, dtype=pl.Int64).alias("width"))
+    merged = module.with_rerun(pl.concat([square, wider]), pl.concat([rerun, wider.with_columns(pl.lit(9.0)
+                                                                                       .alias("val_loss"))]), 256)
+    assert merged.height == square.height + wider.height
+    d256 = merged.filter(pl.col("parametrization") == "d", pl.col("width") == 256)["val_loss"]
+    assert d256.to_list() == pytest.approx((rerun["val_loss"]).to_list())
+    assert merged.filter(pl.col("width") == 512)["val_loss"].to_list() == wider["val_loss"].to_list()
+    assert module.gaps(merged, "c", "d", 256)["mean"].to_list() == pytest.approx([0.2])
 
 
 def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
