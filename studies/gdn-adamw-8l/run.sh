@@ -56,6 +56,9 @@
 #              changes since the trials ran, and the run itself, moved them
 #       recheck-256  GDN-µP at width 256, 2^-10 … 2^-8, seeds 0–2, re-run the same way: its trials there ran on
 #              H200s with the code of 2026-11-30, the conv-why variants' beside them on an H100 with later code
+#       recheck-slope  GDN-µP's optima at 256 and 1024 both by the code at hand, into DIR-recheck: 2^-7 at 256 (the
+#              re-run's best fell on recheck-256's high edge), 2^-9 and 2^-7 at 1024 beside recheck's 2^-8, seeds 0–2:
+#              its drift from 256 to 1024 on one GPU kind and code
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -87,7 +90,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -168,5 +171,11 @@ for PART in "$@"; do
       done ;;
     recheck-256)
       sweep_to "${DIR%/}-recheck" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs -10 -9 -8)" ;;
+    recheck-slope)
+      for WE in "256 -10 -9 -8 -7" "1024 -9 -8 -7"; do
+        read -r W E <<< "$WE"
+        # shellcheck disable=SC2086  # E: the exponents, one word each
+        sweep_to "${DIR%/}-recheck" --set "widths=[$W]" --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs $E)"
+      done ;;
   esac
 done
