@@ -113,8 +113,11 @@ def main(argv: list[str]) -> None:
     rerun = None
     if "--rerun" in argv:
         i = argv.index("--rerun")
-        if len(argv) < i + 2 or train:
+        if len(argv) < i + 2:
             raise SystemExit(usage)
+        if train:
+            raise SystemExit("paired_gap.py: --rerun reads the validation losses only; --train's curves are one "
+                             "directory's")
         rerun, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     minus = None
     if "--minus" in argv:
