@@ -4,8 +4,8 @@ change, on another machine), trial by trial, with the mean difference and its 90
     python3 studies/recheck.py ORIGINAL RERUN      e.g. studies/gdn-adamw-8l/sweep studies/gdn-adamw-8l/sweep-recheck
 
 A trial pairs with the one of the same trial_id (parametrization, optimizer, width, LR, seed, hparams); finished
-trials only. Each side's `code` (the record's fingerprint of the code that trained it) is listed, so a difference
-can be put down to the code or, where the codes agree, to the run.
+trials only. Each side's `code` (the record's fingerprint of the code that trained it) and `gpu_name` (the GPU's
+model) are listed, so a difference can be put down to the code, the GPU kind or, where both agree, to the run.
 """
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ def pairs(original: pl.DataFrame, rerun: pl.DataFrame) -> pl.DataFrame:
     """One row per trial finished on both sides (matched by grid point and seed, the LR to 6 digits of its log2, so
     an older record's rounded trial id still pairs): both validation losses, rerun − original, each side's code."""
     def ok(trials: pl.DataFrame, name: str) -> pl.DataFrame:
-        code = pl.col("code") if "code" in trials.columns else pl.lit(None, dtype=pl.String)
+        def text(column: str) -> pl.Expr:  # None where the records predate the column
+            return pl.col(column) if column in trials.columns else pl.lit(None, dtype=pl.String)
         hparams = pl.col("hparams").fill_null("") if "hparams" in trials.columns else pl.lit("")
         return trials.filter(pl.col("status") == "ok").select(
             "parametrization", "optimizer", "width", pl.col("lr").log(2).round(6).alias("log2_lr"), "seed",
             hparams.alias("hparams"), pl.col("lr").alias(f"lr_{name}"), pl.col("val_loss").alias(name),
-            code.alias(f"code_{name}"))
+            text("code").alias(f"code_{name}"), text("gpu_name").alias(f"gpu_{name}"))
     joined = ok(original, "original").join(ok(rerun, "rerun"), on=KEY)
     return joined.with_columns((pl.col("rerun") - pl.col("original")).alias("diff")).sort(
         "parametrization", "width", "log2_lr", "seed")
@@ -60,8 +61,9 @@ def main(argv: list[str]) -> None:
     if paired.is_empty():
         raise SystemExit(f"recheck.py: no trial finished in both {argv[0]} and {argv[1]}")
     for side in ("original", "rerun"):
-        codes = paired[f"code_{side}"].fill_null("not recorded").value_counts(sort=True).iter_rows()
-        print(f"{side} code: " + ", ".join(f"{c} ({n} trials)" for c, n in codes))
+        for what in ("code", "gpu"):
+            values = paired[f"{what}_{side}"].fill_null("not recorded").value_counts(sort=True).iter_rows()
+            print(f"{side} {what}: " + ", ".join(f"{v} ({n} trials)" for v, n in values))
     print("| parametrization | width | log2 lr | seeds | rerun − original (nats), 90% interval | per seed |")
     print("| --- | --- | --- | --- | --- | --- |")
     for row in summary(paired).iter_rows(named=True):

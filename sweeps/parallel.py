@@ -28,7 +28,16 @@ from deltamup.scaling.data_parallel import Ranks
 
 from . import store
 from .tracking import Tracker
-from .trial import final_report, keep_traceback, node_id, placement, sweep_dir, train_and_evaluate, trial_record
+from .trial import (
+    device_columns,
+    final_report,
+    keep_traceback,
+    node_id,
+    placement,
+    sweep_dir,
+    train_and_evaluate,
+    trial_record,
+)
 
 HEAD = "node:__internal_head__"  # Ray's head-node resource: 1.0 on the head node, none elsewhere
 DRIVER_SHARE = 0.9  # of HEAD for data-parallel drivers: Ray Train's own helper actors take 0.001 of it each
@@ -74,7 +83,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     dist.all_gather_object(places, (node_id(), gpu_ids))
     if ranks.rank == 0:
         record, curve = trial_record(cfg, outcome, {
-            "device": str(device), "threads": threads, "gpu_ids": [g for _, ids in places for g in ids],
+            **device_columns(device), "threads": threads, "gpu_ids": [g for _, ids in places for g in ids],
             "node_id": node_id(), "started_at": started, "finished_at": time.time()})
         record["worker_nodes"] = [node for node, _ in places]
         store.write_trial(out, record, curve)

@@ -25,7 +25,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
     cost          steps, tokens, train_seconds, eval_seconds (validation at the horizons), tokens_per_s, params,
                   attempts (the failed attempts, + 1 for the one that finished), resumed_from_step (the steps the
                   finishing attempt took over from a checkpoint, scaling.checkpoint; 0: it trained in one go),
-                  device, threads, gpu_ids, node_id, started_at, finished_at (unix s), wall_seconds, gpu_util (%,
+                  device, gpu_name (the GPU's model, "NVIDIA H100 80GB HBM3"; None on a CPU or where the record
+                  predates it), threads, gpu_ids, node_id, started_at, finished_at (unix s), wall_seconds, gpu_util
+                  (%,
                   filled in by store.consolidate), tracebacks (names of the files in results/ holding each failed
                   attempt's traceback, over every run of the sweep), first_step_seconds (training loop start to the
                   end of its first step, synced: compile + autotune + one step), compile_cache_hits and
@@ -62,8 +64,8 @@ CONFIG_FIELDS = ("task", "data", "code", "max_steps", "batch_size", "seq_len", "
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",
            "clipped_fraction")
 COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "resumed_from_step",
-        "device", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds", "gpu_util",
-        "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs",
+        "device", "gpu_name", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds",
+        "gpu_util", "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs",
         "peak_memory_gib")
 Scalar = str | int | float | bool | None
 
@@ -111,6 +113,7 @@ class TrialRecord:
     attempts: int | None = None
     resumed_from_step: int | None = None
     device: str | None = None
+    gpu_name: str | None = None
     threads: int | None = None
     gpu_ids: list[str] | None = None
     node_id: str | None = None

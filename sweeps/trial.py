@@ -105,7 +105,7 @@ def run_trial(config: dict[str, Any]) -> None:
         if device.type == "cuda":  # the trial's peak, then its cached blocks handed back: trials sharing the GPU
             peak = torch.cuda.max_memory_reserved(device) / 2**30  # live in other processes
             torch.cuda.empty_cache()
-    record, curve = trial_record(cfg, outcome, {"device": str(device), "threads": threads, "gpu_ids": gpu_ids,
+    record, curve = trial_record(cfg, outcome, {**device_columns(device), "threads": threads, "gpu_ids": gpu_ids,
                                                 "node_id": node_id(), "started_at": started,
                                                 "finished_at": time.time(), "peak_memory_gib": peak})
     store.write_trial(out, record, curve)
@@ -129,10 +129,17 @@ def keep_traceback(out: Path, trial_id: str) -> None:
                                          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n\n{traceback.format_exc()}")
 
 
+def device_columns(device: torch.device) -> dict[str, str | None]:
+    """The record's `device` (torch's name: "cuda:0", "cpu") and `gpu_name` (the GPU's model, "NVIDIA H100 80GB
+    HBM3"; None on a CPU): bf16 results can differ between GPU kinds, so a re-run names the kind it ran on."""
+    gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {"device": str(device), "gpu_name": gpu_name}
+
+
 def trial_record(cfg: dict[str, Any], outcome: tuple,
                  ran: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
     """(row, curve) of a trial that ran to an end: its config, its results (outcome: train_and_evaluate's), where
-    and when it ran and what it held (`ran`: device, threads, gpu_ids, node_id, started_at, finished_at,
+    and when it ran and what it held (`ran`: device, gpu_name, threads, gpu_ids, node_id, started_at, finished_at,
     peak_memory_gib) and the earlier attempts that failed (their traceback files)."""
     result, val_losses, params, metrics = outcome
     tracebacks = [p.name for p in store.traceback_paths(Path(cfg["out"]), cfg["trial_id"])]

@@ -59,6 +59,9 @@
 #       recheck-slope  GDN-µP's optima at 256 and 1024 both by the code at hand, into DIR-recheck: 2^-7 at 256 (the
 #              re-run's best fell on recheck-256's high edge), 2^-9 and 2^-7 at 1024 beside recheck's 2^-8, seeds 0–2:
 #              its drift from 256 to 1024 on one GPU kind and code
+#       recheck-h200  GDN-µP at width 256, 2^-10 … 2^-7, seeds 0–2, by the code at hand on an H200 (it refuses any
+#              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
+#              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -90,7 +93,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-h200" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -177,5 +180,13 @@ for PART in "$@"; do
         # shellcheck disable=SC2086  # E: the exponents, one word each
         sweep_to "${DIR%/}-recheck" --set "widths=[$W]" --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs $E)"
       done ;;
+    recheck-h200)
+      if [ -z "${PLAN:-}" ]; then
+        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+        case $gpu in *H200*) ;; *) echo "part recheck-h200 runs on an H200 only; this machine's GPU: ${gpu:-none}" >&2
+                                   exit 2 ;; esac
+      fi
+      sweep_to "${DIR%/}-recheck-h200" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' \
+        --set "lrs=$(lrs -10 -9 -8 -7)" ;;
   esac
 done
