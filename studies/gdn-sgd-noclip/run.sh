@@ -9,6 +9,8 @@
 #               (the trial ids do not hold the threshold); each trial records its clipped_fraction
 #       gates   gdn-mup-sgdgates (W_α, W_β's SGD LR × 1/m instead of × 1/√m), seed 0, 2^-9 … 2^-4 (every optimum
 #               of coarse lies in 2^-7 … 2^-4 and every trial at 2^-3 and above diverged)
+#       gates-seeds  seeds 1 and 2 at gdn-mup-sgdgates' seed-0 optimum e at each width and e/2, 2e (one seed of SGD
+#               moves 0.1–0.2 nats between neighbouring LRs)
 #       hidden  gdn-mup-sgdhidden (the hidden matrices' SGD LR × 1/√m instead of × 1), seed 0, 2^-9 … 2^-4
 #       mech    what costs GDN-µP against naive µP under SGD, one difference at a time: gdn-mup-mupgates (naive µP's
 #               gate rules: W_α, W_β at LR × m instead of × 1/√m, A_log, dt_bias at × 1 instead of × √m) and
@@ -20,7 +22,7 @@ trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records wha
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdn-sgd-noclip/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
 source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
-known_parts "coarse seeds edge clip20 gates hidden mech nosqrtd" "$@"
+known_parts "coarse seeds edge clip20 gates gates-seeds hidden mech nosqrtd" "$@"
 for PART in "$@"; do
   case $PART in
     coarse) sweep --set 'seeds=[0]' ;;
@@ -28,6 +30,7 @@ for PART in "$@"; do
     edge) edges ;;
     clip20) sweep_to "${DIR%/}-clip20" --set grad_clip=20 --set 'parametrizations=[gdn-mup]' --set 'seeds=[0]' ;;
     gates) sweep --set 'parametrizations=[gdn-mup-sgdgates]' --set "lrs=$(lrs -9 -8 -7 -6 -5 -4)" --set 'seeds=[0]' ;;
+    gates-seeds) seeds_around "256 512 768 1024" gdn-mup-sgdgates -5 ;;
     hidden) sweep --set 'parametrizations=[gdn-mup-sgdhidden]' --set "lrs=$(lrs -9 -8 -7 -6 -5 -4)" \
                   --set 'seeds=[0]' ;;
     mech) sweep --set 'parametrizations=[gdn-mup-mupgates, gdn-mup-nosqrtd]' --set 'widths=[256, 1024]' \
