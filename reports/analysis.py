@@ -144,9 +144,9 @@ class Sweep:
 
 
 def sources(trials: pl.DataFrame, column: str) -> dict[str | None, int]:
-    """Trials per fingerprint in column, most first: "data" (the record's data fingerprint) or "code" (the code that
-    trained them); None: not recorded. More than one key: the sweep's trials did not all train on the same data, or
-    were not all trained by the same code."""
+    """Trials per value of a provenance column, most first: "data" (the record's data fingerprint), "code" (the code
+    that trained them) or "gpu_name" (the GPU's model); None: not recorded. More than one key: the sweep's trials
+    did not all train on the same data, by the same code or on the same GPU model."""
     if trials.is_empty():
         return {}
     values = trials[column] if column in trials.columns else pl.Series(column, [None] * len(trials), dtype=pl.Utf8)
@@ -154,12 +154,13 @@ def sources(trials: pl.DataFrame, column: str) -> dict[str | None, int]:
 
 
 MIXES = (("data", "on the same recorded data (the record's data, a prepared corpus's tokens sha256)"),
-         ("code", "trained by the same code (the record's code, scaling/code.py)"))
+         ("code", "trained by the same code (the record's code, scaling/code.py)"),
+         ("gpu_name", "trained on the same GPU model (the record's gpu_name)"))
 
 
 def mixes(trials: pl.DataFrame) -> list[str]:
-    """A line for each fingerprint column (data, code) whose values differ across the trials, counting the trials of
-    each ("not recorded" for none); no line where every trial shares one."""
+    """A line for each provenance column (data, code, gpu_name) whose values differ across the trials, counting the
+    trials of each ("not recorded" for none); no line where every trial shares one."""
     lines = []
     for column, what in MIXES:
         counts = sources(trials, column)

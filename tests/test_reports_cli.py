@@ -40,10 +40,10 @@ def test_report_prints_optima_and_where_the_page_is(report: tuple[Path, str]) ->
     assert (folder / "index.html").is_file()
 
 
-def test_report_says_when_trials_did_not_all_record_the_same_data_or_code(tmp_path: Path, capsys) -> None:
+def test_report_says_when_trials_did_not_all_record_the_same_data_code_or_gpu(tmp_path: Path, capsys) -> None:
     """Trials whose records name different data (a prepared corpus's tokens sha256) or none: one line saying how
-    many trained on which, and one for the code that trained them; the synthetic sweep above, with neither
-    recorded, prints none."""
+    many trained on which, one for the code that trained them and one for the GPU's model; the synthetic sweep
+    above, with none recorded, prints none."""
     import polars as pl
     from test_analysis import synthetic_trials
 
@@ -51,7 +51,9 @@ def test_report_says_when_trials_did_not_all_record_the_same_data_or_code(tmp_pa
     n = len(trials)
     data = ["042b5cd422b837d2"] * 3 + ["e3218175aa000000"] * (n - 5) + [None] * 2
     code = ["00000000000000aa"] * (n - 1) + ["00000000000000bb"]
-    sweep = write_sweep(tmp_path / "sweep", trials.with_columns(pl.Series("data", data), pl.Series("code", code)))
+    gpu = ["NVIDIA H200"] * (n - 4) + ["NVIDIA H100 80GB HBM3"] * 4
+    sweep = write_sweep(tmp_path / "sweep", trials.with_columns(pl.Series("data", data), pl.Series("code", code),
+                                                                pl.Series("gpu_name", gpu)))
     assert main(["report", str(sweep), "--out", str(tmp_path / "rep")]) == 0
     out = capsys.readouterr().out.splitlines()
     line = next(x for x in out if x.startswith("trials not all on the same"))
@@ -59,6 +61,8 @@ def test_report_says_when_trials_did_not_all_record_the_same_data_or_code(tmp_pa
                          "not recorded (2 trials)")
     line = next(x for x in out if x.startswith("trials not all trained by the same code"))
     assert line.endswith(f"scaling/code.py): 00000000000000aa ({n - 1} trials), 00000000000000bb (1 trials)")
+    line = next(x for x in out if x.startswith("trials not all trained on the same GPU model"))
+    assert line.endswith(f"gpu_name): NVIDIA H200 ({n - 4} trials), NVIDIA H100 80GB HBM3 (4 trials)")
     summary, page = (tmp_path / "rep" / "summary.md").read_text(), (tmp_path / "rep" / "index.html").read_text()
     assert f"Trials not all trained by the same code (the record's code, scaling/code.py): 00000000000000aa " \
            f"({n - 1} trials), 00000000000000bb (1 trials)." in summary
