@@ -554,3 +554,41 @@ def test_data_build_names_the_build_each_driver_run_read(tmp_path: Path) -> None
     bad = subprocess.run([sys.executable, str(ROOT / "studies/data_build.py"), str(out), str(tmp_path)],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "not a prepared corpus" in bad.stderr
+
+
+def test_shift_sensitivity_moves_one_cell_and_brackets_the_measured_slope(tmp_path: Path) -> None:
+    """studies/interval-coverage/shift_sensitivity.py: a shift moves every seed of one (width, LR) cell and nothing
+    else; a vanishing shift leaves the slope where it was measured, a larger one spreads it around it; bad input is
+    one line and a non-zero exit."""
+    import importlib.util
+
+    from test_analysis import surface_spec, surface_trials, write_sweep
+
+    from deltamup.reports import analysis
+
+    spec = importlib.util.spec_from_file_location("shift_sensitivity",
+                                                  ROOT / "studies/interval-coverage/shift_sensitivity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trials = surface_trials({"sp": -0.5, "gdn-mup": 0.0}, seeds=3, noise=0.002)
+    moved = module.shifted(trials, "val_loss", 512, 2.0**-7, 0.03)
+    changed = (moved["val_loss"] - trials["val_loss"]).abs() > 1e-12
+    cell = (trials["width"] == 512) & (trials["lr"] == 2.0**-7)
+    assert changed.to_list() == cell.to_list() and int(cell.sum()) == 6  # two parametrizations × three seeds
+    budget = {"steps": 50, "tokens_per_trial": 25600, "depth": 2}
+    measured = analysis.estimate(trials, "val_loss", budget).transfer.sort("parametrization")
+
+    def ranges(shift: float) -> dict[str, tuple[float, float]]:
+        table = module.sensitivity(trials, budget, shift)
+        return {p: tuple(float(v) for v in r.split(" … ")) for p, r in table.select("parametrization", "slope range")
+                .iter_rows()}
+
+    still, spread = ranges(1e-6), ranges(0.02)
+    for p, slope in measured.select("parametrization", "slope").iter_rows():
+        assert still[p] == pytest.approx((slope, slope), abs=0.006)  # the table's two decimals
+        assert spread[p][0] < slope - 0.02 and spread[p][1] > slope + 0.02
+    sweep = write_sweep(tmp_path / "sweep", trials, surface_spec(trials))
+    for args, says in ((["--shift", "0"], "--shift must be > 0"), (["--parametrizations", "mup"], "no trials of mup")):
+        run = subprocess.run([sys.executable, str(ROOT / "studies/interval-coverage/shift_sensitivity.py"), str(sweep),
+                              *args], capture_output=True, text=True)
+        assert run.returncode == 1 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1
