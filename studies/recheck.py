@@ -22,7 +22,8 @@ KEY = ["parametrization", "optimizer", "width", "log2_lr", "seed", "hparams"]  #
 
 def pairs(original: pl.DataFrame, rerun: pl.DataFrame) -> pl.DataFrame:
     """One row per trial finished on both sides (matched by grid point and seed, the LR to 6 digits of its log2, so
-    an older record's rounded trial id still pairs): both validation losses, rerun − original, each side's code."""
+    an older record's rounded trial id still pairs): both validation losses, rerun − original, each side's code and
+    GPU model."""
     def ok(trials: pl.DataFrame, name: str) -> pl.DataFrame:
         def text(column: str) -> pl.Expr:  # None where the records predate the column
             return pl.col(column) if column in trials.columns else pl.lit(None, dtype=pl.String)

@@ -500,8 +500,11 @@ def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
     rerun = trials([("sp", 2.0**-10, 0, "ok", 1.01), ("sp", 2.0**-10, 1, "ok", 1.12), ("sp", 2.0**-10, 2, "ok", 1.23),
                     ("gdn-mup", 2.0**-8, 0, "ok", 0.85), ("gdn-mup", 2.0**-8, 1, "ok", 0.8),
                     ("gdn-mup", 2.0**-7, 0, "ok", 0.7)], "0123456789abcdef")
+    rerun = rerun.with_columns(pl.lit("NVIDIA H100 80GB HBM3").alias("gpu_name"))  # the original predates it
     paired = module.pairs(original, rerun)
     assert paired.height == 4 and paired["code_rerun"].unique().to_list() == ["0123456789abcdef"]
+    assert paired["gpu_rerun"].unique().to_list() == ["NVIDIA H100 80GB HBM3"]
+    assert paired["gpu_original"].null_count() == 4
     rows = {r["parametrization"]: r for r in module.summary(paired).iter_rows(named=True)}
     assert rows["sp"]["seeds"] == [0, 1, 2] and rows["sp"]["diffs"] == pytest.approx([0.01, 0.02, 0.03])
     from deltamup.reports.intervals import student_t
@@ -514,6 +517,16 @@ def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "studies/recheck.py"), str(tmp_path), str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
+
+
+def test_recheck_h200_refuses_another_gpu_before_any_work(tmp_path: Path) -> None:
+    """studies/gdn-adamw-8l/run.sh recheck-h200 measures the GPU kind: on a machine without an H200 (this one has no
+    GPU) it is one line and exit 2, and no sweep directory is made."""
+    run = subprocess.run(["bash", "studies/gdn-adamw-8l/run.sh", str(tmp_path / "sweep"), str(tmp_path / "corpus"),
+                          "recheck-h200"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        "part recheck-h200 runs on an H200 only; this machine's GPU: none"]
+    assert not any(tmp_path.iterdir())
 
 
 def test_data_build_names_the_build_each_driver_run_read(tmp_path: Path) -> None:
