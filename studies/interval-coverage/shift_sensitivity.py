@@ -3,7 +3,8 @@ the same ±SHIFT nats, as a code or GPU-kind change moved the 8-layer study's wi
 (studies/gdn-adamw-8l/recheck.md), and the report's estimate (optima, slope interval, verdict) recomputed. The
 report's intervals carry the seeds' scatter; a shift common to a cell's seeds is not in them.
 
-    python3 studies/interval-coverage/shift_sensitivity.py DIR [--shift 0.010] [--widths 256,1024,2048] [--parametrizations sp,gdn-mup]
+    python3 studies/interval-coverage/shift_sensitivity.py DIR [--shift 0.010] [--widths 256,1024,2048]
+        [--parametrizations sp,gdn-mup]
 
 One row per parametrization (the sweep's report metric, as `deltamup report` computes it): the verdict and slope
 interval as measured, the range of the slope over every cell moved either way, the verdicts that occur, and the cell
@@ -89,9 +90,9 @@ def main(argv: list[str]) -> None:
             raise SystemExit(f"shift_sensitivity.py: no trials of {unknown[0]} in {args.dir}")
         trials = trials.filter(pl.col("parametrization").is_in(names))
     table = sensitivity(trials, budget(sweep.spec, sorted(set(trials["width"].to_list()))), args.shift)
-    print(f"`python3 studies/interval-coverage/shift_sensitivity.py {' '.join(argv)}`: each (width, LR) cell's trials moved by "
-          f"±{args.shift} nats together, the report's estimate recomputed; slope in octaves per octave of width, "
-          f"90% intervals.\n")
+    print(f"`python3 studies/interval-coverage/shift_sensitivity.py {' '.join(argv)}`: each (width, LR) cell's "
+          f"trials moved by ±{args.shift} nats together, the report's estimate recomputed; slope in octaves per "
+          f"octave of width, 90% intervals.\n")
     print("| " + " | ".join(table.columns) + " |")
     print("| " + " | ".join("---" for _ in table.columns) + " |")
     for row in table.iter_rows():
