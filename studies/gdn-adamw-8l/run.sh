@@ -62,6 +62,9 @@
 #       recheck-h200  GDN-µP at width 256, 2^-10 … 2^-7, seeds 0–2, by the code at hand on an H200 (it refuses any
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
+#       recheck-code  the same question on any GPU: GDN-µP at width 256, 2^-9 and 2^-8, seeds 0–2, by the code that
+#              trained the originals (commit e59e93a, its spec), into DIR-recheck-e59e93a; needs that commit's tree,
+#              TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -93,7 +96,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-h200" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-h200 recheck-code" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -188,5 +191,19 @@ for PART in "$@"; do
       fi
       sweep_to "${DIR%/}-recheck-h200" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' \
         --set "lrs=$(lrs -10 -9 -8 -7)" ;;
+    recheck-code)
+      T=${TREE:-.gpu/trees/e59e93a}
+      [ -f "$T/deltamup/__init__.py" ] && [ -f "$T/studies/gdn-adamw-8l/spec.yaml" ] || {
+        echo "part recheck-code needs commit e59e93a's tree at $T: bash maintainers/gpu/tree.sh e59e93a $T" >&2
+        exit 2; }
+      if [ -n "${PLAN:-}" ]; then
+        echo "recheck-code: 6 trials at width 256 by $T's code (which has no --plan)"; continue
+      fi
+      here=$PWD; out=$(realpath -m "${DIR%/}-recheck-e59e93a"); corpus=$(realpath "$CORPUS"); sets=()
+      for kv in ${PART_SETS:-}; do sets+=(--set "$kv"); done
+      # from the tree's folder, so that Ray's workers import its deltamup (maintainers/gpu/run_tree.py)
+      (cd "$T" && python3 "$here/maintainers/gpu/run_tree.py" . sweep studies/gdn-adamw-8l/spec.yaml --out "$out" \
+        --resume --warm-kernels --progress-every 60 --set task.path="$corpus" --set 'widths=[256]' \
+        --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs -9 -8)" "${sets[@]}") ;;
   esac
 done
