@@ -43,8 +43,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_a_sweep_by_an_older_commit_trains_in_that_commits_code(tmp_path):
     """studies/gdn-adamw-8l/run.sh recheck-code runs the commit that trained the study's first trials (e59e93a) on
     its own spec, from its tree: Ray's workers import the tree's deltamup (their records are that code's, without
-    the `code` field later records carry), not the checkout's. run_tree.py refuses a sweep from a folder whose
-    deltamup/ the workers would import instead; the part without the tree is one line."""
+    the `code` field later records carry), not the checkout's, on a Ray instance of their own where another runs
+    (the session's test cluster). run_tree.py refuses a sweep from any folder but the tree's, whose deltamup/ the
+    workers would import instead; the part without the tree is one line."""
     from deltamup.scaling.data.inputs import text_files
     from deltamup.scaling.data.prepare import prepare
 
@@ -62,7 +63,7 @@ def test_a_sweep_by_an_older_commit_trains_in_that_commits_code(tmp_path):
     assert {r["lr"] for r in records} == {2.0**-9, 2.0**-8} and {r["seed"] for r in records} == {0, 1, 2}
     refused = subprocess.run([sys.executable, str(ROOT / "maintainers/gpu/run_tree.py"), str(tree), "sweep", "x"],
                              cwd=ROOT, capture_output=True, text=True)
-    assert refused.returncode == 1 and refused.stderr.startswith("run_tree.py: a sweep's workers would import")
+    assert refused.returncode == 1 and refused.stderr.startswith("run_tree.py: a sweep runs from TREE")
     missing = subprocess.run(part, cwd=ROOT, capture_output=True, text=True,
                              env={**os.environ, "TREE": str(tmp_path / "none")})
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [

@@ -7,9 +7,8 @@ before TREE does), and the process says on stderr which models/lm.py it imported
 imports imports tensorboardX with its sweeps; where that is not installed a placeholder stands in (a command that
 writes TensorBoard files fails there).
 
-A sweep trains its trials in Ray's worker processes, which import deltamup themselves: from PYTHONPATH, which this
-sets to TREE first, but before that from the working directory, where a checkout's deltamup/ would win. So `sweep`
-runs from TREE itself or any folder without a deltamup/ (paths absolute):
+A sweep trains its trials in Ray's worker processes, which import deltamup themselves, from the working directory
+first: `sweep` runs from TREE (paths absolute), on a Ray instance of its own unless --address names one:
 
     (cd TREE && python3 /…/maintainers/gpu/run_tree.py . sweep /…/spec.yaml --out /…/DIR …)
 """
@@ -21,15 +20,13 @@ from pathlib import Path
 if len(sys.argv) < 3 or not (Path(sys.argv[1]) / "deltamup" / "__init__.py").is_file():
     sys.exit("usage: run_tree.py TREE ARGS…  (TREE: a folder maintainers/gpu/tree.sh wrote, holding deltamup/)")
 tree = str(Path(sys.argv[1]).resolve())
-other = Path.cwd() / "deltamup"
-if sys.argv[2] == "sweep" and other.is_dir() and other.resolve() != Path(tree) / "deltamup":
-    sys.exit(f"run_tree.py: a sweep's workers would import {other} (the working directory's) instead of TREE's: run "
-             "it from TREE or a folder without a deltamup/, with absolute paths")
+if sys.argv[2] == "sweep" and Path.cwd().resolve() != Path(tree):
+    sys.exit(f"run_tree.py: a sweep runs from TREE (cd {tree}), with absolute paths: Ray's workers import deltamup "
+             "from the working directory")
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in (repr(f) + type(f).__module__).lower()]
 sys.path.insert(0, tree)
-# processes this one starts (a local Ray cluster's workers, which train a sweep's trials) import TREE's deltamup too:
-# PYTHONPATH comes before site-packages, where the editable install's finder would answer
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p)
+if sys.argv[2] == "sweep" and "--address" not in sys.argv:  # an older driver joins a Ray cluster it finds running
+    os.environ["RAY_ADDRESS"] = "local"  # on the machine; the package's own starts one of its own, and so does this
 try:
     import tensorboardX  # noqa: F401
 except ImportError:
