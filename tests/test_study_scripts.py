@@ -583,11 +583,13 @@ def test_shift_sensitivity_moves_one_cell_and_brackets_the_measured_slope(tmp_pa
                                                   ROOT / "studies/interval-coverage/shift_sensitivity.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    trials = surface_trials({"sp": -0.5, "gdn-mup": 0.0}, seeds=3, noise=0.002)
-    moved = module.shifted(trials, "val_loss", 512, 2.0**-7, 0.03)
+    trials = surface_trials({"sp": -0.5, "gdn-mup": 0.0}, seeds=3, noise=0.002).filter(  # two widths, six LRs
+        pl.col("width").is_in([256, 1024]), pl.col("lr").is_between(2.0**-10, 2.0**-5))
+    moved = module.shifted(trials, "val_loss", {"parametrization": "sp", "optimizer": "adamw", "width": 1024,
+                                                "lr": 2.0**-7}, 0.03)
     changed = (moved["val_loss"] - trials["val_loss"]).abs() > 1e-12
-    cell = (trials["width"] == 512) & (trials["lr"] == 2.0**-7)
-    assert changed.to_list() == cell.to_list() and int(cell.sum()) == 6  # two parametrizations × three seeds
+    cell = (trials["parametrization"] == "sp") & (trials["width"] == 1024) & (trials["lr"] == 2.0**-7)
+    assert changed.to_list() == cell.to_list() and int(cell.sum()) == 3  # its three seeds, nothing else
     budget = {"steps": 50, "tokens_per_trial": 25600, "depth": 2}
     measured = analysis.estimate(trials, "val_loss", budget).transfer.sort("parametrization")
 

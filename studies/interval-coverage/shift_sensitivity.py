@@ -19,12 +19,10 @@ import polars as pl
 
 from deltamup.reports.analysis import budget, estimate, load_sweep, loss_metric, restrict
 
-KEYS = ["parametrization", "optimizer"]
-
-
-def shifted(trials: pl.DataFrame, metric: str, width: int, lr: float, shift: float) -> pl.DataFrame:
-    """trials with `metric` moved by `shift` nats in every finished trial of the (width, lr) cell."""
-    cell = (pl.col("width") == width) & (pl.col("lr") == lr)
+def shifted(trials: pl.DataFrame, metric: str, cell: dict, shift: float) -> pl.DataFrame:
+    """trials with `metric` moved by `shift` nats in every trial of the cell (its parametrization, optimizer, width
+    and lr)."""
+    cell = pl.all_horizontal(pl.col(k) == v for k, v in cell.items())
     return trials.with_columns(pl.when(cell).then(pl.col(metric) + shift).otherwise(pl.col(metric)).alias(metric))
 
 
@@ -37,19 +35,24 @@ def slope_text(row: dict) -> str:
     return f"{row['verdict']} {row['slope']:+.2f} {bounds}" if row["slope"] is not None else row["verdict"]
 
 
-def sensitivity(trials: pl.DataFrame, budget: dict, shift: float) -> pl.DataFrame:
-    """One row per (parametrization, optimizer) with ≥ 2 widths' optima: as measured, and under each cell moved by
-    ±shift (see the module docstring)."""
+def sensitivity(trials: pl.DataFrame, budget: dict, shift: float, names: list[str] | None = None) -> pl.DataFrame:
+    """One row per (parametrization, optimizer) with ≥ 2 widths' optima (of `names` only, where given): as measured,
+    and under each of its cells moved by ±shift (see the module docstring). Every estimate is of the whole sweep, as
+    the report's: the noise it assumes for thin LRs is pooled over every parametrization."""
     metric = loss_metric(trials)
     measured = estimate(trials, metric, budget).transfer.filter(pl.col("widths") >= 2)
+    if names is not None:
+        measured = measured.filter(pl.col("parametrization").is_in(names))
     rows = []
     for base in measured.iter_rows(named=True):
-        mine = trials.filter((pl.col("parametrization") == base["parametrization"])
-                             & (pl.col("optimizer") == base["optimizer"]))
+        p, o = base["parametrization"], base["optimizer"]
+        mine = trials.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o))
         runs = []
         for width, lr in mine.select("width", "lr").unique().sort("width", "lr").iter_rows():
+            cell = {"parametrization": p, "optimizer": o, "width": width, "lr": lr}
             for sign in (-1, 1):
-                moved = estimate(shifted(mine, metric, width, lr, sign * shift), metric, budget).transfer
+                moved = estimate(shifted(trials, metric, cell, sign * shift), metric, budget).transfer.filter(
+                    (pl.col("parametrization") == p) & (pl.col("optimizer") == o))
                 if len(moved) and moved["slope"][0] is not None:
                     runs.append((moved.row(0, named=True), width, lr, sign))
         if not runs:
@@ -82,14 +85,13 @@ def main(argv: list[str]) -> None:
             sweep = restrict(sweep, [int(w) for w in args.widths.split(",")])
     except ValueError as e:
         raise SystemExit(f"shift_sensitivity.py: {e}") from None
-    trials = sweep.trials
+    trials, names = sweep.trials, None
     if args.parametrizations:
         names = args.parametrizations.split(",")
         unknown = sorted(set(names) - set(trials["parametrization"].to_list()))
         if unknown:
             raise SystemExit(f"shift_sensitivity.py: no trials of {unknown[0]} in {args.dir}")
-        trials = trials.filter(pl.col("parametrization").is_in(names))
-    table = sensitivity(trials, budget(sweep.spec, sorted(set(trials["width"].to_list()))), args.shift)
+    table = sensitivity(trials, budget(sweep.spec, sorted(set(trials["width"].to_list()))), args.shift, names)
     print(f"`python3 studies/interval-coverage/shift_sensitivity.py {' '.join(argv)}`: each (width, LR) cell's "
           f"trials moved by ±{args.shift} nats together, the report's estimate recomputed; slope in octaves per "
           f"octave of width, 90% intervals.\n")
