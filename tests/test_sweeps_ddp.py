@@ -95,11 +95,10 @@ def test_two_worker_trials_across_two_nodes_match_one_worker_and_resume_after_a_
         gap = max(abs(a - b) for a, b in zip(two, one))
         assert len(two) == 10 and gap < 1e-4
         assert len(val_losses) == 3 and all(abs(row[c] - v) < 1e-4 for c, v in val_losses.items())  # horizons
-        # measured at width 32: 4.8e-7 with the all-reduce, 0.092 without it
-        broken = max(abs(a - b) for a, b in zip(unsynced_losses(cfg), one))
-        print(f"max |Δ loss| from one worker at width {point.width} ({row['sharding']}): two workers {gap:.2g}, "
-              f"two without the all-reduce {broken:.2g}")
-        assert broken > 100 * 1e-4
+        print(f"max |Δ loss| from one worker at width {point.width} ({row['sharding']}): two workers {gap:.2g}")
+        if point.width == 32:  # the bar tells synced ranks from unsynced ones (measured: 4.8e-7 against 0.092)
+            broken = max(abs(a - b) for a, b in zip(unsynced_losses(cfg), one))
+            assert broken > 100 * 1e-4, f"two workers without the all-reduce: max |Δ loss| {broken:.2g}"
 
 
 def test_a_resumed_driver_releases_the_placement_groups_of_its_dead_predecessors(cluster, tmp_path):

@@ -378,12 +378,12 @@ def test_kernels_check_covers_the_forward_alone(capsys):
     from deltamup.cli import main
     from deltamup.kernels.triton import tuning
 
-    argv = ["kernels", "check", "--head-dims", "64x128", "--shape", "1,70,2", "--dtype", "fp32", "--forward-only"]
+    argv = ["kernels", "check", "--head-dims", "64x128", "--shape", "1,70,1", "--dtype", "fp32", "--forward-only"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
     state = [r[4] for r in rows if r[2] == "chunk_state_fwd_kernel"]
-    configs = tuning.state_configs(64, 64, 128, 2)[0]
+    configs = tuning.state_configs(64, 64, 128, 1)[0]
     assert state == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs, save=False)]
     assert not any(r[2].startswith("chunk_") and "bwd" in r[2] for r in rows)  # (the short conv's are checked too)
     assert all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
@@ -415,13 +415,12 @@ def test_kernels_check_covers_delta_product_and_the_fused_output_candidates(caps
     from deltamup.cli import main
     from deltamup.kernels.triton import tuning
 
-    argv = ["kernels", "check", "--head-dims", "64x128", "--kernel", "chunk_state_fwd_kernel", "--shape", "1,40,2",
-            "--dtype", "fp32",
-            "--householder", "2"]
+    argv = ["kernels", "check", "--head-dims", "64x128", "--kernel", "chunk_state_fwd_kernel", "--shape", "1,40,1",
+            "--dtype", "fp32", "--householder", "2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("64 ")]
-    configs = tuning.state_configs(64, 64, 128, 2)[0]
+    configs = tuning.state_configs(64, 64, 128, 1)[0]
     assert [r[4] for r in rows] == [tuning.config_text(c) for c in tuning.forward_state_candidates(configs)]
     assert any("FUSE_O" in r[4] for r in rows) and all(float(r[5]) < 1e-4 and r[7] == "yes" for r in rows)
     assert "n_h 2" in out.splitlines()[-1]
