@@ -23,7 +23,7 @@ CUDA_OVERHEAD_BYTES = 1.5e9        # CUDA context, allocator slack, kernels' wor
 ACTIVATION_BYTES_PER_WIDTH = 270   # measured on the CPU (fp32, torch chunk kernel; 260–290 at widths 128–512); also
                                    # taken for GPU trials in fp32 or eager, which no run has measured
 COMPILED_BF16_ACTIVATION_BYTES = 100  # compiled bf16 trials on GPUs: with the rest of the estimate, at or above what
-                                      # the studies' trials held (nvidia-smi: 0.52–0.96 of it in 106 of 108 runs at
+                                      # the studies' trials held (nvidia-smi: 0.52–0.96 of it in 107 of 109 runs at
                                       # widths 256–2048, depths 4 and 8; benchmarks/trial-memory.md)
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 4}  # fp32 moments per parameter
 
