@@ -31,6 +31,7 @@ from .tracking import Tracker
 from .trial import (
     device_columns,
     final_report,
+    gpu_share,
     keep_traceback,
     node_id,
     placement,
@@ -84,7 +85,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     if ranks.rank == 0:
         record, curve = trial_record(cfg, outcome, {
             **device_columns(device), "threads": threads, "gpu_ids": [g for _, ids in places for g in ids],
-            "node_id": node_id(), "started_at": started, "finished_at": time.time()})
+            "gpu_share": gpu_share(), "node_id": node_id(), "started_at": started, "finished_at": time.time()})
         record["worker_nodes"] = [node for node, _ in places]
         store.write_trial(out, record, curve)
         discard(store.partial_path(out, cfg["trial_id"]))

@@ -26,7 +26,9 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   attempts (the failed attempts, + 1 for the one that finished), resumed_from_step (the steps the
                   finishing attempt took over from a checkpoint, scaling.checkpoint; 0: it trained in one go),
                   device, gpu_name (the GPU's model, "NVIDIA H100 80GB HBM3"; None on a CPU or where the record
-                  predates it), threads, gpu_ids, node_id, started_at, finished_at (unix s), wall_seconds, gpu_util
+                  predates it), threads, gpu_ids, gpu_share (the share of a GPU Ray gave the trial, 0.5 where two
+                  shared one; a data-parallel trial's, 1.0 a worker; None on a CPU or where the record predates it),
+                  node_id, started_at, finished_at (unix s), wall_seconds, gpu_util
                   (%,
                   filled in by store.consolidate), tracebacks (names of the files in results/ holding each failed
                   attempt's traceback, over every run of the sweep), first_step_seconds (training loop start to the
@@ -64,7 +66,7 @@ CONFIG_FIELDS = ("task", "data", "code", "max_steps", "batch_size", "seq_len", "
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",
            "clipped_fraction")
 COST = ("steps", "tokens", "train_seconds", "eval_seconds", "tokens_per_s", "params", "attempts", "resumed_from_step",
-        "device", "gpu_name", "threads", "gpu_ids", "node_id", "started_at", "finished_at", "wall_seconds",
+        "device", "gpu_name", "threads", "gpu_ids", "gpu_share", "node_id", "started_at", "finished_at", "wall_seconds",
         "gpu_util", "tracebacks", "first_step_seconds", "compile_cache_hits", "compile_cache_misses", "kernel_configs",
         "peak_memory_gib")
 Scalar = str | int | float | bool | None
@@ -116,6 +118,7 @@ class TrialRecord:
     gpu_name: str | None = None
     threads: int | None = None
     gpu_ids: list[str] | None = None
+    gpu_share: float | None = None
     node_id: str | None = None
     started_at: float | None = None
     finished_at: float | None = None

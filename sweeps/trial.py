@@ -106,7 +106,7 @@ def run_trial(config: dict[str, Any]) -> None:
             peak = torch.cuda.max_memory_reserved(device) / 2**30  # live in other processes
             torch.cuda.empty_cache()
     record, curve = trial_record(cfg, outcome, {**device_columns(device), "threads": threads, "gpu_ids": gpu_ids,
-                                                "node_id": node_id(), "started_at": started,
+                                                "gpu_share": gpu_share(), "node_id": node_id(), "started_at": started,
                                                 "finished_at": time.time(), "peak_memory_gib": peak})
     store.write_trial(out, record, curve)
     discard(store.partial_path(out, cfg["trial_id"]))
@@ -315,3 +315,10 @@ def node_id() -> str:
     import ray
 
     return ray.get_runtime_context().get_node_id()
+
+
+def gpu_share() -> float | None:
+    """The share of a GPU Ray gave this process (0.5 where two trials share one), None where it gave none."""
+    import ray
+
+    return ray.get_runtime_context().get_assigned_resources().get("GPU") or None

@@ -13,7 +13,7 @@ from .packing import gpu_memory_bytes, parameter_count, trial_gpus
 from .parallel import driver_resources, run_data_parallel
 from .spec import SweepSpec
 from .time_limit import NOT_STARTED, starts_in_time
-from .trial import base_record, run_trial, sweep_dir
+from .trial import base_record, gpu_share, run_trial, sweep_dir
 
 
 def trial_cost(spec: SweepSpec) -> Any:
@@ -60,10 +60,11 @@ def trainable(spec: SweepSpec) -> Any:
 
     def trial(config: dict) -> None:
         deadline = config.get("deadline")
-        if deadline is not None and not starts_in_time(config["trial"], deadline,
-                                                       store.read_trials(sweep_dir(config["trial"]))):
-            tune.report({"status": NOT_STARTED})
-            return
+        if deadline is not None:
+            records = store.read_trials(sweep_dir(config["trial"]))
+            if not starts_in_time(config["trial"], deadline, records, share=gpu_share()):
+                tune.report({"status": NOT_STARTED})
+                return
         if config["trial"]["workers"] > 1:
             run_data_parallel(config, workers[key(config)])
         else:

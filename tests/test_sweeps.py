@@ -115,6 +115,7 @@ def test_trials_with_a_gpu_share_are_packed_onto_the_gpu_together(cluster, tmp_p
     run_sweep(spec, out, progress_every=60)
     rows = pl.read_parquet(out / "trials.parquet").to_dicts()
     assert all(json.loads(r["gpu_ids"]) == ["0"] and r["device"] == "cpu" for r in rows)  # no CUDA on this machine
+    assert {r["gpu_share"] for r in rows} == {0.5}  # the share Ray gave each: what a later run's time limit reads
     gpu_node = next(n["NodeID"] for n in ray.nodes() if n["Resources"].get("GPU"))
     assert {r["node_id"] for r in rows} == {gpu_node}  # they ran on the second node, the one with the GPU
     spans = sorted((r["started_at"], r["finished_at"]) for r in rows)

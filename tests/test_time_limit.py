@@ -3,6 +3,7 @@ do not start and stay missing for --resume; a run none of whose trials fits star
 Ray cluster of tests/conftest.py with tiny models (tests/test_sweeps.py's TINY)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -34,6 +35,15 @@ def test_a_trial_starts_only_where_its_widths_finished_trials_say_it_ends_in_tim
     now, records = time.time(), store.read_trials(out)
     assert not starts_in_time(trial_config(spec, late, out, run=2), now + 0.9 * wall, records, now=now)
     assert starts_in_time(trial_config(spec, late, out, run=2), now + wall, records, now=now)
+    # another run gives the trial half a GPU where the timed one had a whole: up to twice as long; a run at its
+    # own share times it alone (a record without a share, or at a smaller one, is not stretched)
+    assert done.gpu_share is None  # no GPU share in this sweep
+    cfg, alone = trial_config(spec, late, out, run=2), dataclasses.replace(done, gpu_share=1.0)
+    assert expected_seconds([alone], cfg, share=0.5) == pytest.approx(2 * wall)
+    assert expected_seconds([alone], cfg, share=1.0) == expected_seconds([done], cfg, share=0.5) == wall
+    packed = dataclasses.replace(done, gpu_share=0.5, run=0, wall_seconds=3 * wall)
+    assert expected_seconds([alone, packed], cfg, share=0.5) == 3 * wall
+    assert not starts_in_time(cfg, now + 1.5 * wall, [alone], now=now, share=0.5)
 
     line = run_sweep(spec, out, resume=True, progress_every=60, deadline=time.time() + 0.5 * wall)
     assert line["launched"] == 2 and line["not_started"] == 1
