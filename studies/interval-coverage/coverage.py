@@ -52,6 +52,15 @@ slope's hold the truth, and how often a width's interval is open.
     python3 studies/interval-coverage/coverage.py --unbalanced [--sims 400] \
         [--out studies/interval-coverage/unbalanced.md]
 
+With --conditional: how often each width's 90% interval holds x*_w given how wide it came out: the settings above at
+a true slope of 0, each width's interval put in a bin by its width in octaves (narrower than 0.25, 0.25–0.5, 0.5–1,
+wider or open). Prints each bin's share of the widths and how often their intervals held the optimum: the 90% is an
+average over draws, and this says whether a narrow interval (three seeds whose own optima agree by chance) still
+holds it.
+
+    python3 studies/interval-coverage/coverage.py --conditional [--sims 1000] \
+        [--out studies/interval-coverage/conditional.md]
+
 With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
 parametrizations at one width, the same four learning rates and n seeds; seed s's loss for parametrization p is
 m_p + a·(x − x*_p)² + o_s + e_{s,p,x}, x*_a uniform in [−9, −8.5] and x*_b one octave below it (SP's optimum below
@@ -179,6 +188,28 @@ def run(setting: Setting, sims: int) -> dict:
             "slope +0.35: transfers %": share(verdicts[0.35], "transfers"),
             "percentiles: optimum covered %": 100 * np.mean(pct_held),
             "percentiles: slope covered %": 100 * np.mean(pct_slope_held)}
+
+
+WIDTH_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 1.0), (1.0, np.inf))  # an interval's width, octaves
+
+
+def run_conditional(setting: Setting, sims: int) -> dict:
+    """Each width's coverage by the width of its interval, over `sims` sweeps at a true slope of 0."""
+    rng = np.random.default_rng(0)
+    spans, held = [], []
+    for _ in range(sims):
+        _, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng)
+        spans += list(hi - lo)
+        held += list((lo <= truth) & (truth <= hi))
+    spans, held = np.array(spans), np.array(held)
+    row: dict = {"setting": setting.name, "σ": setting.scatter, "seeds": setting.seeds,
+                 "optimum covered %": 100 * held.mean()}
+    for low, high in WIDTH_BINS:
+        inside = (spans >= low) & (spans < high) if np.isfinite(high) else spans >= low
+        name = f"< {high:g}" if low == 0 else f"≥ {low:g} or open" if not np.isfinite(high) else f"{low:g}–{high:g}"
+        row[f"{name} oct: share %"] = 100 * inside.mean()
+        row[f"{name} oct: covered %"] = 100 * held[inside].mean() if inside.any() else float("nan")
+    return row
 
 
 AROUND = (-9.0, -8.0, -7.0)  # three LRs around a previous optimum (the 8-layer study's 4× part)
@@ -444,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--horizons", action="store_true", help="the horizon shift's intervals instead")
     mode.add_argument("--head-to-head", action="store_true", help="the head-to-head differences' intervals instead")
     mode.add_argument("--edges", action="store_true", help="intervals of optima on an end of the grid, one seed and 3")
+    mode.add_argument("--conditional", action="store_true",
+                      help="each width's coverage by how wide its interval came out")
     mode.add_argument("--unbalanced", action="store_true",
                       help="the seed-adjusted mean against the plain one where seeds ran different LRs")
     args = parser.parse_args(argv)
@@ -457,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
                                       (PAIR_SETTINGS, run_pair, " --head-to-head", "difference") if args.head_to_head
                                       else (EDGE_SETTINGS, run_edges, " --edges", "slope") if args.edges
                                       else (DESIGN_SETTINGS, run_design, " --unbalanced", "slope") if args.unbalanced
+                                      else (SETTINGS, run_conditional, " --conditional", "slope 0")
+                                      if args.conditional
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
         rows.append(run_one(setting, args.sims))
