@@ -43,7 +43,7 @@ def expected_seconds(records: list[TrialRecord], cfg: dict[str, Any], share: flo
         return max(r.wall_seconds for r in own)
     alike = [r for r in timed if share is not None and r.gpu_share == share] or timed
     latest = [r for r in alike if r.run == max(r.run or 0 for r in alike)]
-    return max(r.wall_seconds * max(1.0, (r.gpu_share or 0.0) / share if share else 1.0) for r in latest)
+    return max(r.wall_seconds * (max(1.0, (r.gpu_share or 0.0) / share) if share else 1.0) for r in latest)
 
 
 def starts_in_time(cfg: dict[str, Any], deadline: float, records: list[TrialRecord], now: float | None = None,

@@ -58,7 +58,7 @@ wider or open). Prints each bin's share of the widths and how often their interv
 average over draws, and this says whether a narrow interval (three seeds whose own optima agree by chance) still
 holds it.
 
-    python3 studies/interval-coverage/coverage.py --conditional [--sims 1000] \
+    python3 studies/interval-coverage/coverage.py --conditional [--sims 2000] \
         [--out studies/interval-coverage/conditional.md]
 
 With --head-to-head: the head-to-head table's intervals instead (reports.head_to_head, "own best"). Two
