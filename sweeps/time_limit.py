@@ -14,9 +14,8 @@ finished trials of its width say it ends in time; the others report NOT_STARTED,
     starts_in_time(cfg, deadline, records, now, share)   now + expected_seconds <= deadline; a trial nothing has
                                                          timed starts
 
-A trial resumed from a checkpoint is timed as a whole one: the limit errs towards not starting it. (Timed by a run
-that ran one trial a GPU, the 8-layer study's run 115 expected its two-a-GPU width-1024 trials at 78 s, the time
-of one alone; they needed about 140 s, and the command's cut stopped both.)
+A trial resumed from a checkpoint is timed as a whole one: the limit errs towards not starting it. Records older
+than `gpu_share` are not stretched (docs/sweeps.md says what that cost once).
 """
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_a_sweep_by_an_older_commit_trains_in_that_commits_code(tmp_path):
     run = subprocess.run(part, cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "TREE": str(tree), "PART_SETS": small})
     assert run.returncode == 0, run.stderr[-2000:]
-    records = [json.loads(p.read_text()) for p in (tmp_path / "sweep-recheck-e59e93a" / "results").glob("*.json")]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "sweep-recheck-original-code" / "results").glob("*.json")]
     assert len(records) == 2 and all(r["status"] == "ok" and "code" not in r for r in records)
     assert {r["lr"] for r in records} == {2.0**-9, 2.0**-8}
     refused = subprocess.run([sys.executable, str(ROOT / "maintainers/gpu/run_tree.py"), str(tree), "sweep", "x"],

@@ -63,8 +63,8 @@
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
 #       recheck-code  the same question on any GPU: GDN-µP at width 256, 2^-9 and 2^-8, seeds 0–2, by the code that
-#              trained the originals (commit e59e93a, its spec), into DIR-recheck-e59e93a; needs that commit's tree,
-#              TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
+#              trained the originals (commit e59e93a, its spec), into DIR-recheck-original-code; needs that
+#              commit's tree, TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
 set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
@@ -199,7 +199,7 @@ for PART in "$@"; do
       if [ -n "${PLAN:-}" ]; then
         echo "recheck-code: 6 trials at width 256 by $T's code (which has no --plan)"; continue
       fi
-      here=$PWD; out=$(realpath -m "${DIR%/}-recheck-e59e93a"); corpus=$(realpath "$CORPUS"); sets=()
+      here=$PWD; out=$(realpath -m "${DIR%/}-recheck-original-code"); corpus=$(realpath "$CORPUS"); sets=()
       for kv in ${PART_SETS:-}; do sets+=(--set "$kv"); done
       # from the tree's folder, so that Ray's workers import its deltamup (maintainers/gpu/run_tree.py)
       (cd "$T" && python3 "$here/maintainers/gpu/run_tree.py" . sweep studies/gdn-adamw-8l/spec.yaml --out "$out" \

@@ -18,6 +18,8 @@ import sys
 import polars as pl
 
 from deltamup.reports.analysis import budget, estimate, load_sweep, loss_metric, restrict
+from deltamup.reports.interpretation import interval
+
 
 def shifted(trials: pl.DataFrame, metric: str, cell: dict, shift: float) -> pl.DataFrame:
     """trials with `metric` moved by `shift` nats in every trial of the cell (its parametrization, optimizer, width
@@ -27,12 +29,10 @@ def shifted(trials: pl.DataFrame, metric: str, cell: dict, shift: float) -> pl.D
 
 
 def slope_text(row: dict) -> str:
-    """"drifts +0.20 [+0.06, +0.34]": a transfer row's verdict, slope and interval (open ends as the report's)."""
-    lo, hi = row["slope_lo"], row["slope_hi"]
-    left = "(−∞" if lo == float("-inf") else f"[{lo:+.2f}"
-    right = "+∞)" if hi == float("inf") else f"{hi:+.2f}]"
-    bounds = f"{left}, {right}" if lo is not None and hi is not None else "[–]"
-    return f"{row['verdict']} {row['slope']:+.2f} {bounds}" if row["slope"] is not None else row["verdict"]
+    """"drifts +0.20 [+0.06, +0.34]": a transfer row's verdict, slope and interval, as the report writes them."""
+    if row["slope"] is None:
+        return row["verdict"]
+    return f"{row['verdict']} {interval(row['slope'], row['slope_lo'], row['slope_hi'])}"
 
 
 def sensitivity(trials: pl.DataFrame, budget: dict, shift: float, names: list[str] | None = None) -> pl.DataFrame:
