@@ -19,6 +19,11 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   3), and the rarest (one seed drawn n times, 1/27 for 3) lie beyond the 5th and 95th percentiles, so percentiles cut
   the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–86% of the time
   (the slope's, the true slope 86–90%), this one 89–90% (90–94%) (studies/interval-coverage).
+  Nor does a bootstrap over 3 seeds see the noise their own optima did not show: where they agree by chance it
+  comes out narrower than their noise allows, and such intervals held the optimum 29–64% of the time
+  (studies/interval-coverage, --conditional --no-floor). So each width's spread is raised, where it is smaller, to
+  how far the seed × LR scatter measured at that width across the sweep's parametrizations moves the optimum
+  (`seed_lr_scatter`, `pooled_floors`, `with_floor`).
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
   n seeds at that LR) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the
   point estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays
@@ -183,6 +188,30 @@ class Width:
     seeds_per_lr: np.ndarray  # (L,) seeds that finished at each LR
     n_seeds: int  # seeds at the best grid LR
     method: str   # "seeds" (n_seeds ≥ MIN_SEEDS) | "fit"
+    floor: tuple[float, int] = (0.0, 0)  # (σ nats, degrees of freedom): the sweep's seed × LR scatter at this width
+
+
+def seed_lr_scatter(per_seed: np.ndarray, curve: np.ndarray) -> tuple[float, int]:
+    """(sum of squares in nats², degrees of freedom) of the seed × LR interaction at the best LR of the seed-mean
+    curve (L,) and its two neighbours: what is left of each finite trial of per_seed (S, L) once its LR's
+    seed-adjusted mean and its seed's offset are taken out. The seeds' own offsets move no optimum; this scatter
+    does. Seeds with fewer than two of those LRs, and LRs with fewer than two seeds, add nothing; (0.0, 0) where
+    nothing is left."""
+    if not np.isfinite(curve).any():
+        return 0.0, 0
+    i = int(np.argmin(np.where(np.isfinite(curve), curve, np.inf)))
+    y = per_seed[:, max(0, i - 1):i + 2]
+    y = np.where(np.isfinite(y), y, np.nan)
+    for _ in range(2):  # after dropping thin seeds an LR may turn thin, and once more the other way round
+        y = y[(~np.isnan(y)).sum(1) >= 2]
+        y = y[:, (~np.isnan(y)).sum(0) >= 2]
+    cells = int((~np.isnan(y)).sum())
+    dof = cells - y.shape[0] - y.shape[1] + 1
+    if min(y.shape) < 2 or dof <= 0:
+        return 0.0, 0
+    mu = seed_adjusted(y, np.ones((1, y.shape[0])))[0]
+    offset = np.nanmean(y - mu, axis=1, keepdims=True)
+    return float(np.nansum((y - mu - offset) ** 2)), dof
 
 
 def student_t(dof: int, level: float = LEVEL) -> float:
@@ -310,6 +339,50 @@ def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generat
             curves = w.curve + noise / np.sqrt(w.seeds_per_lr) * jitter.standard_normal((REPLICATES, len(w.curve)))
             out[:, k] = vertices(w.x, np.where(np.isfinite(w.curve), curves, w.curve)).x
     return out
+
+
+def pooled_floors(groups: list[list[Width]], widths: list[list[int]]) -> dict[int, tuple[float, int]]:
+    """Each width's seed × LR scatter (σ nats, degrees of freedom), pooled over the groups (parametrization ×
+    optimizer) that ran it: `seed_lr_scatter` of every Width in `groups`, `widths` their model widths alike. A
+    width's noise is pooled across the sweep's groups, not its widths: the studies' scatter grows with width."""
+    parts: dict[int, list[tuple[float, int]]] = {}
+    for group, names in zip(groups, widths, strict=True):
+        for w, width in zip(group, names, strict=True):
+            parts.setdefault(width, []).append(seed_lr_scatter(w.per_seed, w.curve))
+    out = {}
+    for width, pieces in parts.items():
+        dof = sum(d for _, d in pieces)
+        out[width] = (float(np.sqrt(sum(s for s, _ in pieces) / dof)), dof) if dof else (0.0, 0)
+    return out
+
+
+def with_floor(widths: list[Width], replicates: np.ndarray, jitter: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates (B, W) of `replicate_optima` with each seed-bootstrap width's spread raised, where it is smaller,
+    to how far the sweep's seed × LR scatter at that width (`Width.floor`: σ, dof) moves the optimum of this many
+    seeds: the spread of vertices of the seed-mean curve plus N(0, σ²/n) at each LR (n its seeds), × t(dof)/z for a
+    σ measured on dof degrees of freedom. Three seeds whose optima agree by chance give a seed bootstrap narrower
+    than their noise allows (studies/interval-coverage, --conditional); the scatter pooled over the sweep's groups
+    is measured on more trials. The variance missing is the seed × LR scatter those seeds happened not to show,
+    which no other width shares: a raised width keeps its seed replicates (and their covariance with the other
+    widths, which the slope reads) and adds the floor's own replicates, scaled to make up the difference. Also (W,)
+    bool: where the floor set the spread."""
+    out, raised = replicates.copy(), np.zeros(len(widths), bool)
+    z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
+    for k, w in enumerate(widths):
+        sigma, dof = w.floor
+        if w.method != "seeds" or not sigma or not dof:
+            continue
+        point = vertices(w.x, w.curve).x[0]
+        finite = np.isfinite(w.curve)
+        scatter = sigma / np.sqrt(np.maximum(w.seeds_per_lr, 1)) * jitter.standard_normal((len(out), len(w.curve)))
+        floor = (vertices(w.x, np.where(finite, w.curve + scatter, w.curve)).x - point) * student_t(dof) / z
+        seed = out[:, k] - point
+        floor_sd, seed_sd = np.nanstd(floor), np.nanstd(seed)
+        if floor_sd > seed_sd:
+            out[:, k] = point + seed + floor * np.sqrt(1 - (seed_sd / floor_sd) ** 2)
+            raised[k] = True
+    return out, raised
 
 
 def fit_noise(losses: pl.DataFrame, curves: pl.DataFrame, keys: list[str]) -> tuple[float, str]:

@@ -76,6 +76,101 @@ def test_a_three_seed_interval_holds_a_known_optimum_nine_times_in_ten() -> None
     assert 0.87 <= seeds <= 0.93 and percentiles < seeds - 0.02, (seeds, percentiles)
 
 
+def test_the_seed_lr_scatter_is_what_the_seeds_offsets_leave() -> None:
+    """Around the seed-mean curve's best LR and its two neighbours: the residual of the additive seed + LR fit on
+    (S − 1)(3 − 1) degrees of freedom. Seed offsets alone leave nothing, LRs farther out do not count, and a seed
+    with one LR of the three drops out."""
+    rng = np.random.default_rng(4)
+    x = np.arange(-11.0, -5.0)
+    offsets, scatter = rng.normal(0, 0.02, (4, 1)), rng.normal(0, 0.005, (4, len(x)))
+    per_seed = 1 + 0.05 * (x + 8.8) ** 2 + offsets + scatter
+    assert np.argmin(per_seed.mean(0)) == 2
+
+    def two_way(y: np.ndarray) -> float:
+        return float(((y - y.mean(1, keepdims=True) - y.mean(0) + y.mean()) ** 2).sum())
+
+    ss, dof = intervals.seed_lr_scatter(per_seed, per_seed.mean(0))
+    assert dof == 6 and ss == pytest.approx(two_way(per_seed[:, 1:4]))
+    assert intervals.seed_lr_scatter(per_seed - scatter, per_seed.mean(0))[0] == pytest.approx(0, abs=1e-12)
+    far = per_seed.copy()
+    far[:, [0, 4, 5]] += rng.normal(0, 1, (4, 3))
+    assert intervals.seed_lr_scatter(far, per_seed.mean(0)) == pytest.approx((ss, 6))
+    thin = per_seed.copy()
+    thin[3, 1:3] = np.nan
+    assert intervals.seed_lr_scatter(thin, per_seed.mean(0)) == pytest.approx((two_way(per_seed[:3, 1:4]), 4))
+
+
+def test_seeds_that_agree_by_chance_get_the_sweeps_scatter_as_a_floor() -> None:
+    """Three seeds whose curves differ by their offsets alone: the seed bootstrap has no spread, and the floor (σ
+    measured across the sweep) spreads the width's interval as far as that scatter moves an optimum of three seeds,
+    × t(dof)/z. A width whose own seeds scatter more than the floor keeps its replicates."""
+    x = np.arange(-10.0, -6.0)
+    rng = np.random.default_rng(5)
+    agree = 1 + 0.012 * (x + 8.7) ** 2 + rng.normal(0, 0.008, (3, 1))
+    width = intervals.Width(x, agree, agree.mean(0), np.full(4, 3), 3, "seeds", floor=(0.006, 16))
+    point = intervals.vertices(x, width.curve).x[0]
+    seeds_only = intervals.replicate_optima([width], 0.01, rng, rng)
+    assert np.ptp(seeds_only) < 1e-9
+    floored, raised = intervals.with_floor([width], seeds_only, rng)
+    lo, hi = intervals.interval(floored[:, 0], point, "seeds")
+    noisy = width.curve + 0.006 / math.sqrt(3) * rng.standard_normal((20000, 4))
+    spread = np.std(intervals.vertices(x, noisy).x) * intervals.student_t(16)
+    assert raised[0] and lo < point < hi and (hi - lo) / 2 == pytest.approx(spread, rel=0.1)
+    apart = agree + rng.normal(0, 0.02, (3, 4))
+    width = intervals.Width(x, apart, apart.mean(0), np.full(4, 3), 3, "seeds", floor=(0.002, 16))
+    replicates = intervals.replicate_optima([width], 0.01, rng, rng)
+    kept, raised = intervals.with_floor([width], replicates, rng)
+    assert not raised[0] and np.array_equal(kept, replicates, equal_nan=True)
+
+
+def test_the_floor_holds_the_optimum_where_three_seeds_agreed_by_chance() -> None:
+    """600 simulated widths at the 8-layer study's width-256 noise (3 seeds, seed × LR scatter σ 0.004, LRs 2^-10 …
+    2^-7), the floor's σ pooled with three other parametrizations' widths of that noise: the intervals the seed
+    bootstrap alone made narrower than a quarter octave (a fifth of them) held the optimum 64% of the time; with the
+    floor over 80%, and all widths together over 90%."""
+    rng = np.random.default_rng(0)
+    x = np.arange(-10.0, -6.0)
+    narrow, held, held_alone = [], [], []
+    for _ in range(600):
+        truths = rng.uniform(-9.0, -8.5, 4)
+        per_seed = [1 + 0.012 * (x - t) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, 4))
+                    for t in truths]
+        parts = [intervals.seed_lr_scatter(y, y.mean(0)) for y in per_seed]
+        dof = sum(d for _, d in parts)
+        floor = (math.sqrt(sum(ss for ss, _ in parts) / dof), dof)
+        width = intervals.Width(x, per_seed[0], per_seed[0].mean(0), np.full(4, 3), 3, "seeds", floor)
+        point = intervals.vertices(x, width.curve).x[0]
+        alone = intervals.replicate_optima([width], 0.01, rng, rng)
+        lo, hi = intervals.interval(alone[:, 0], point, "seeds")
+        narrow.append(hi - lo < 0.25)
+        held_alone.append(lo <= truths[0] <= hi)
+        lo, hi = intervals.interval(intervals.with_floor([width], alone, rng)[0][:, 0], point, "seeds")
+        held.append(lo <= truths[0] <= hi)
+    narrow, held, held_alone = map(np.array, (narrow, held, held_alone))
+    assert 0.15 < narrow.mean() < 0.3
+    assert held_alone[narrow].mean() < 0.72 and held[narrow].mean() > 0.78 and held.mean() > 0.9, (
+        held_alone[narrow].mean(), held[narrow].mean(), held.mean())
+
+
+def test_a_widths_floor_pools_its_scatter_over_the_sweeps_parametrizations() -> None:
+    """optima.csv names the floor's σ of each 3-seed width, the same for every parametrization at that width (the
+    scatter of both pooled), and whether it set the interval; a 1-seed width has none."""
+    trials = surface_trials({"a": 0.0, "b": -1.0}, seeds=3, noise=0.006, rng_seed=1)
+    est = analysis.estimate(trials, "val_loss")
+    for w in WIDTHS:
+        rows = est.optima.filter(pl.col("width") == w)
+        parts = []
+        for p in ("a", "b"):
+            t = trials.filter((pl.col("width") == w) & (pl.col("parametrization") == p)).sort("seed", "lr")
+            y = t["val_loss"].to_numpy().reshape(3, -1)
+            parts.append(intervals.seed_lr_scatter(y, y.mean(0)))
+        sigma = math.sqrt(sum(ss for ss, _ in parts) / sum(d for _, d in parts))
+        assert rows["floor_noise"].to_list() == pytest.approx([sigma, sigma])
+        assert rows["floored"].dtype == pl.Boolean and rows["floored"].null_count() == 0
+    single = analysis.estimate(surface_trials({"a": 0.0}, seeds=1, noise=0.006), "val_loss").optima
+    assert single["floor_noise"].null_count() == single["floored"].null_count() == len(single)
+
+
 def test_three_seeds_at_seed_0s_best_alone_still_give_an_interval_that_holds_the_optimum(monkeypatch) -> None:
     """400 simulated widths where seed 0 ran five LRs and seeds 1 and 2 only its best one (the 4x part's head-to-head
     cells; the bowl, offsets and scatter above): a seed draw never reaches the neighbours' scatter, so the seed

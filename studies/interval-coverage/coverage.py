@@ -75,6 +75,7 @@ without noise. Prints how often the 90% interval holds it and how often each sid
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -127,43 +128,50 @@ SETTINGS = [
 ]
 
 
-def simulate(setting: Setting, slope: float, rng: np.random.Generator) -> tuple[pl.DataFrame, np.ndarray]:
-    """One sweep's trials (the columns analysis.estimate reads) and its true log2 optima per width (W,)."""
-    base = rng.uniform(*setting.truth)
-    truth = base + slope * np.log2(np.array(WIDTHS) / WIDTHS[0])
-    offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
+def simulate(setting: Setting, slope: float, rng: np.random.Generator, groups: int = 1
+             ) -> tuple[pl.DataFrame, np.ndarray]:
+    """One sweep's trials (the columns analysis.estimate reads) and the true log2 optima per width (W,) of its
+    parametrization "p". With groups > 1, parametrizations "p1", "p2", … beside it, each its own optimum and seeds'
+    offsets under the same noise: a study's other parametrizations, whose seed × LR scatter the report's floor pools
+    with p's (reports/intervals.py, with_floor)."""
     lrs = np.array(setting.log2_lrs)
-    rows = []
-    for w, x_star in zip(WIDTHS, truth):
-        u = lrs - x_star
-        bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
-        for s in range(setting.seeds):
-            losses = 1.0 + bowl + offsets[s] + trial_scatter(setting.scatter, setting.tail, len(u), rng)
-            rows += [dict(parametrization="p", optimizer="adamw", width=w, lr=2.0 ** x, seed=s, val_loss=float(v),
-                          status="ok") for x, v in zip(lrs, losses)]
-    return pl.DataFrame(rows), truth
+    rows, truths = [], []
+    for g in range(groups):
+        base = rng.uniform(*setting.truth)
+        truths.append(base + slope * np.log2(np.array(WIDTHS) / WIDTHS[0]))
+        offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
+        for w, x_star in zip(WIDTHS, truths[-1]):
+            u = lrs - x_star
+            bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
+            for s in range(setting.seeds):
+                losses = 1.0 + bowl + offsets[s] + trial_scatter(setting.scatter, setting.tail, len(u), rng)
+                rows += [dict(parametrization=f"p{g or ''}", optimizer="adamw", width=w, lr=2.0 ** x, seed=s,
+                              val_loss=float(v), status="ok") for x, v in zip(lrs, losses)]
+    return pl.DataFrame(rows), truths[0]
 
 
-def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator
+def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator, groups: int = 1
                        ) -> tuple[analysis.Estimate, pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """One simulated sweep through the report's estimate: the estimate, its optima by width, the true log2 optima
-    and the intervals' ends in log2 (∓inf where open)."""
-    trials, truth = simulate(setting, slope, rng)
+    """One simulated sweep through the report's estimate: the estimate (its tables p's rows only), p's optima by
+    width, the true log2 optima and the intervals' ends in log2 (∓inf where open)."""
+    trials, truth = simulate(setting, slope, rng, groups)
     est = analysis.estimate(trials, "val_loss")
+    mine = pl.col("parametrization") == "p"
+    est = dataclasses.replace(est, optima=est.optima.filter(mine), transfer=est.transfer.filter(mine))
     optima = est.optima.sort("width")
     with np.errstate(divide="ignore"):  # a low bound's best_lr_lo is 0
         lo, hi = np.log2(optima["best_lr_lo"].to_numpy()), np.log2(optima["best_lr_hi"].to_numpy())
     return est, optima, truth, lo, hi
 
 
-def run(setting: Setting, sims: int) -> dict:
+def run(setting: Setting, sims: int, groups: int = 1) -> dict:
     """Coverage and verdict rates of `sims` sweeps at a true slope of 0 and `sims` at +0.35."""
     rng = np.random.default_rng(0)
     held, slope_held, verdicts = [], [], {0.0: [], 0.35: []}
     pct_held, pct_slope_held = [], []
     for true_slope in verdicts:
         for _ in range(sims):
-            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng)
+            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng, groups)
             held += list((lo <= truth) & (truth <= hi))
             (row,) = est.transfer.to_dicts()
             slope_held.append(row["slope_lo"] <= true_slope <= row["slope_hi"])
@@ -193,12 +201,12 @@ def run(setting: Setting, sims: int) -> dict:
 WIDTH_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 1.0), (1.0, np.inf))  # an interval's width, octaves
 
 
-def run_conditional(setting: Setting, sims: int) -> dict:
+def run_conditional(setting: Setting, sims: int, groups: int = 1) -> dict:
     """Each width's coverage by the width of its interval, over `sims` sweeps at a true slope of 0."""
     rng = np.random.default_rng(0)
     spans, held = [], []
     for _ in range(sims):
-        _, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng)
+        _, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng, groups)
         spans += list(hi - lo)
         held += list((lo <= truth) & (truth <= hi))
     spans, held = np.array(spans), np.array(held)
@@ -479,9 +487,18 @@ def main(argv: list[str] | None = None) -> int:
                       help="each width's coverage by how wide its interval came out")
     mode.add_argument("--unbalanced", action="store_true",
                       help="the seed-adjusted mean against the plain one where seeds ran different LRs")
+    parser.add_argument("--groups", type=int, default=1,
+                        help="parametrizations per simulated sweep under one noise, whose scatter the floor pools "
+                             "(counted on the first; the default mode and --conditional)")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="the seed intervals without the floor from the sweep's seed × LR scatter")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
+    if args.groups < 1 or (args.groups > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced)):
+        parser.error("--groups must be at least 1, and more only with the default mode or --conditional")
+    if args.no_floor:
+        intervals.with_floor = lambda widths, replicates, jitter: (replicates, np.zeros(len(widths), bool))
     if args.out and not args.out.parent.is_dir():
         parser.error(f"--out: no directory {args.out.parent}")
     start = time.time()
@@ -494,11 +511,12 @@ def main(argv: list[str] | None = None) -> int:
                                       if args.conditional
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
-        rows.append(run_one(setting, args.sims))
+        rows.append(run_one(setting, args.sims, args.groups) if args.groups > 1 else run_one(setting, args.sims))
         print(f"{setting.name}: {time.time() - start:.0f} s", file=sys.stderr)
     text = table(rows)
     print(text)
     if args.out:
+        flag += f" --groups {args.groups}" * (args.groups > 1) + " --no-floor" * args.no_floor
         command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
         args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
                             f"{args.sims} simulated sweeps per setting and true {truth}.\n\n{text}\n")
