@@ -31,7 +31,7 @@ optima — one row per (parametrization, optimizer, width):
                       the fit, with an assumed noise level)
     fit_noise, fit_noise_from   for "fit", and for "seeds" at a width with LRs fewer than 3 seeds ran (the scatter
                       added there): the noise σ (nats, of one trial's loss) assumed, and where it came from
-    floor_noise, floored   for "seeds": the seed × LR scatter σ (nats) at this width, pooled over the sweep's
+    scatter_floor, scatter_floored   for "seeds": the seed × LR scatter σ (nats) at this width, pooled over the sweep's
                       parametrizations, that sets the least spread of the interval, and whether it set it (the
                       seeds' own bootstrap was narrower); null without it
     best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
@@ -430,8 +430,8 @@ def _with_loss_lost(table: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
 
 Replicates = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (p, o) → (widths (W,), log2 optima (B, W))
 INTERVAL_SCHEMA = {"best_lr_lo": pl.Float64, "best_lr_hi": pl.Float64, "interval_method": pl.String,
-                   "fit_noise": pl.Float64, "fit_noise_from": pl.String, "floor_noise": pl.Float64,
-                   "floored": pl.Boolean}
+                   "fit_noise": pl.Float64, "fit_noise_from": pl.String, "scatter_floor": pl.Float64,
+                   "scatter_floored": pl.Boolean}
 
 
 @dataclass(frozen=True)
@@ -476,22 +476,22 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
     for (p, o), group in found.group_by(GROUP, maintain_order=True):
         mine = (pl.col("parametrization") == p) & (pl.col("optimizer") == o)
         groups[(p, o)] = group, _widths(group, used.filter(mine), curves.filter(mine))
-    floors = intervals.pooled_floors([w for _, w in groups.values()],
+    floors = intervals.pooled_scatter_floors([w for _, w in groups.values()],
                                      [g["width"].to_list() for g, _ in groups.values()])
     for (p, o), (group, widths) in groups.items():
-        widths = [dataclasses.replace(w, floor=floors[width]) for w, width in zip(widths, group["width"])]
+        widths = [dataclasses.replace(w, scatter_floor=floors[width]) for w, width in zip(widths, group["width"])]
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
-        reps, raised = intervals.with_floor(widths, reps, intervals.rng(p, o, metric, "floor"))
+        reps, raised = intervals.with_scatter_floor(widths, reps, intervals.rng(p, o, metric, "floor"))
         replicates[(p, o)] = (group["width"].to_numpy(), reps)
         lows, highs = intervals.interval(reps, group["log2_best_lr"].to_numpy(), [w.method for w in widths])
         for w, width, edge, lo, hi, up in zip(widths, group["width"], group["edge"], lows, highs, raised):
             fit = w.method == "fit" or bool(intervals.thin_scatter(w, noise).any())  # σ assumed somewhere
             lo, hi = intervals.width_interval(lo, hi, edge, w)
-            floor = w.floor[0] if w.method == "seeds" and w.floor[1] else None
+            floor = w.scatter_floor[0] if w.method == "seeds" and w.scatter_floor[1] else None
             extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
                               interval_method=w.method, fit_noise=noise if fit else None,
-                              fit_noise_from=source if fit else None, floor_noise=floor,
-                              floored=bool(up) if floor is not None else None))
+                              fit_noise_from=source if fit else None, scatter_floor=floor,
+                              scatter_floored=bool(up) if floor is not None else None))
     table = table.join(pl.DataFrame(extra, schema={"parametrization": pl.String, "optimizer": pl.String,
                                                    "width": pl.Int64, **INTERVAL_SCHEMA}), on=KEYS, how="left")
     at = table.columns.index("best_lr") + 1

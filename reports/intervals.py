@@ -20,10 +20,11 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–86% of the time
   (the slope's, the true slope 86–90%), this one 89–90% (90–94%) (studies/interval-coverage).
   Nor does a bootstrap over 3 seeds see the noise their own optima did not show: where they agree by chance it
-  comes out narrower than their noise allows, and such intervals held the optimum 29–64% of the time
-  (studies/interval-coverage, --conditional --no-floor). So each width's spread is raised, where it is smaller, to
-  how far the seed × LR scatter measured at that width across the sweep's parametrizations moves the optimum
-  (`seed_lr_scatter`, `pooled_floors`, `with_floor`).
+  comes out narrower than their noise allows (on simulated sweeps the intervals narrower than a quarter octave held
+  the optimum 20–82% of the time: studies/interval-coverage, --conditional --no-scatter-floor). So each width's
+  spread is raised, where it is smaller, to how far the seed × LR scatter measured at that width across the sweep's
+  parametrizations moves the optimum: the scatter floor (`seed_lr_scatter`, `pooled_scatter_floors`,
+  `with_scatter_floor`).
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
   n seeds at that LR) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the
   point estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays
@@ -188,7 +189,7 @@ class Width:
     seeds_per_lr: np.ndarray  # (L,) seeds that finished at each LR
     n_seeds: int  # seeds at the best grid LR
     method: str   # "seeds" (n_seeds ≥ MIN_SEEDS) | "fit"
-    floor: tuple[float, int] = (0.0, 0)  # (σ nats, degrees of freedom): the sweep's seed × LR scatter at this width
+    scatter_floor: tuple[float, int] = (0.0, 0)  # (σ nats, dof): the sweep's seed × LR scatter at this width
 
 
 def seed_lr_scatter(per_seed: np.ndarray, curve: np.ndarray) -> tuple[float, int]:
@@ -341,7 +342,7 @@ def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generat
     return out
 
 
-def pooled_floors(groups: list[list[Width]], widths: list[list[int]]) -> dict[int, tuple[float, int]]:
+def pooled_scatter_floors(groups: list[list[Width]], widths: list[list[int]]) -> dict[int, tuple[float, int]]:
     """Each width's seed × LR scatter (σ nats, degrees of freedom), pooled over the groups (parametrization ×
     optimizer) that ran it: `seed_lr_scatter` of every Width in `groups`, `widths` their model widths alike. A
     width's noise is pooled across the sweep's groups, not its widths: the studies' scatter grows with width."""
@@ -356,11 +357,11 @@ def pooled_floors(groups: list[list[Width]], widths: list[list[int]]) -> dict[in
     return out
 
 
-def with_floor(widths: list[Width], replicates: np.ndarray, jitter: np.random.Generator
+def with_scatter_floor(widths: list[Width], replicates: np.ndarray, jitter: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray]:
     """Replicates (B, W) of `replicate_optima` with each seed-bootstrap width's spread raised, where it is smaller,
-    to how far the sweep's seed × LR scatter at that width (`Width.floor`: σ, dof) moves the optimum of this many
-    seeds: the spread of vertices of the seed-mean curve plus N(0, σ²/n) at each LR (n its seeds), × t(dof)/z for a
+    to how far the sweep's seed × LR scatter at that width (`Width.scatter_floor`: σ, dof) moves the optimum of this
+    many seeds: the spread of vertices of the seed-mean curve plus N(0, σ²/n) at each LR (n its seeds), × t(dof)/z for a
     σ measured on dof degrees of freedom. Three seeds whose optima agree by chance give a seed bootstrap narrower
     than their noise allows (studies/interval-coverage, --conditional); the scatter pooled over the sweep's groups
     is measured on more trials. The variance missing is the seed × LR scatter those seeds happened not to show,
@@ -370,7 +371,7 @@ def with_floor(widths: list[Width], replicates: np.ndarray, jitter: np.random.Ge
     out, raised = replicates.copy(), np.zeros(len(widths), bool)
     z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
     for k, w in enumerate(widths):
-        sigma, dof = w.floor
+        sigma, dof = w.scatter_floor
         if w.method != "seeds" or not sigma or not dof:
             continue
         point = vertices(w.x, w.curve).x[0]

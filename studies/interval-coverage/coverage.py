@@ -133,7 +133,7 @@ def simulate(setting: Setting, slope: float, rng: np.random.Generator, groups: i
     """One sweep's trials (the columns analysis.estimate reads) and the true log2 optima per width (W,) of its
     parametrization "p". With groups > 1, parametrizations "p1", "p2", … beside it, each its own optimum and seeds'
     offsets under the same noise: a study's other parametrizations, whose seed × LR scatter the report's floor pools
-    with p's (reports/intervals.py, with_floor)."""
+    with p's (reports/intervals.py, with_scatter_floor)."""
     lrs = np.array(setting.log2_lrs)
     rows, truths = [], []
     for g in range(groups):
@@ -490,15 +490,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=1,
                         help="parametrizations per simulated sweep under one noise, whose scatter the floor pools "
                              "(counted on the first; the default mode and --conditional)")
-    parser.add_argument("--no-floor", action="store_true",
+    parser.add_argument("--no-scatter-floor", action="store_true",
                         help="the seed intervals without the floor from the sweep's seed × LR scatter")
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
     if args.groups < 1 or (args.groups > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced)):
         parser.error("--groups must be at least 1, and more only with the default mode or --conditional")
-    if args.no_floor:
-        intervals.with_floor = lambda widths, replicates, jitter: (replicates, np.zeros(len(widths), bool))
+    if args.no_scatter_floor:
+        intervals.with_scatter_floor = lambda widths, replicates, jitter: (replicates, np.zeros(len(widths), bool))
     if args.out and not args.out.parent.is_dir():
         parser.error(f"--out: no directory {args.out.parent}")
     start = time.time()
@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     print(text)
     if args.out:
-        flag += f" --groups {args.groups}" * (args.groups > 1) + " --no-floor" * args.no_floor
+        flag += f" --groups {args.groups}" * (args.groups > 1) + " --no-scatter-floor" * args.no_scatter_floor
         command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
         args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
                             f"{args.sims} simulated sweeps per setting and true {truth}.\n\n{text}\n")
