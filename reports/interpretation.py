@@ -144,6 +144,14 @@ def what_would_change_it(a: Analysis) -> list[str]:
     return out
 
 
+def scatter_floored(a: Analysis) -> str | None:
+    """'gdn-mup/adamw @256, sp/adamw @1024': the widths whose seed interval the scatter floor set (their seeds agreed
+    more than the seed × LR scatter at that width allows); None where it set none."""
+    raised = a.optima.filter(pl.col("scatter_floored").fill_null(False)).sort("parametrization", "optimizer", "width")
+    return ", ".join(f"{r['parametrization']}/{r['optimizer']} @{r['width']}"
+                     for r in raised.iter_rows(named=True)) or None
+
+
 def interpretation(a: Analysis) -> str:
     """One paragraph: verdicts with intervals, budget, disagreements, what would change it."""
     if a.transfer.is_empty():
@@ -151,6 +159,10 @@ def interpretation(a: Analysis) -> str:
     lines = "; ".join(verdict_line(t) for t in a.transfer.sort("optimizer", "parametrization").iter_rows(named=True))
     text = (f"Verdict on {a.metric}, 90% intervals ({budget_text(a)}): {lines}. Slope: octaves of optimal LR per "
             f"octave of width; transfers means its interval lies inside ±{TOLERANCE:g}, drifts that it excludes 0.")
+    floored = scatter_floored(a)
+    if floored:
+        text += (f" The seeds' own spread was narrower than the seed × LR scatter at their width allows, so that "
+                 f"scatter sets the interval (docs/verdicts.md, the scatter floor) at: {floored}.")
     other = disagreements(a)
     if other:
         text += f" Other metrics disagree: {'; '.join(other)}."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,21 @@ def test_a_widths_scatter_floor_pools_over_the_sweeps_parametrizations() -> None
         assert rows["scatter_floored"].dtype == pl.Boolean and rows["scatter_floored"].null_count() == 0
     single = analysis.estimate(surface_trials({"a": 0.0}, seeds=1, noise=0.006), "val_loss").optima
     assert single["scatter_floor"].null_count() == single["scatter_floored"].null_count() == len(single)
+
+
+def test_the_summary_names_the_widths_the_scatter_floor_set(tmp_path: Path) -> None:
+    """Seeds that differ by their offsets alone (SP) beside seeds with scatter (GDN-µP): every width of SP gets its
+    interval from GDN-µP's scatter, and the summary's paragraph names exactly the widths the floor set."""
+    from deltamup.reports.interpretation import interpretation
+
+    trials = pl.concat([surface_trials({"sp": 0.0}, seeds=3, noise=0.0, rng_seed=1),
+                        surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.006, rng_seed=1)])
+    a = analysis.analyze(write_sweep(tmp_path / "sweep", trials, surface_spec(trials)))
+    raised = a.optima.filter(pl.col("scatter_floored"))
+    assert set(raised.filter(pl.col("parametrization") == "sp")["width"]) == set(WIDTHS)
+    text = interpretation(a)
+    named = set(re.findall(r"([\w-]+)/adamw @(\d+)", text.split("scatter floor) at: ")[1].split(".")[0]))
+    assert named == {(r["parametrization"], str(r["width"])) for r in raised.iter_rows(named=True)}
 
 
 def test_three_seeds_at_seed_0s_best_alone_still_give_an_interval_that_holds_the_optimum(monkeypatch) -> None:
