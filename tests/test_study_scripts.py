@@ -610,9 +610,9 @@ def test_shift_sensitivity_moves_one_cell_and_brackets_the_measured_slope(tmp_pa
 
 
 def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(monkeypatch) -> None:
-    """studies/interval-coverage/coverage.py --conditional: every width's interval falls in one bin of its width; the
-    bins' shares add up to all widths and their coverages, weighted by share, to the overall one; quieter trials give
-    narrower intervals."""
+    """studies/interval-coverage/coverage.py --conditional: every width's interval falls in one bin of its width, and
+    every slope's in one of its own; the bins' shares add up to all and their coverages, weighted by share, to the
+    overall one; quieter trials give narrower intervals."""
     import importlib.util
     import math
 
@@ -623,10 +623,12 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
     quiet, noisy = (module.run_conditional(module.Setting(name, 0.012, 0.0, scatter, 3), 12)
                     for name, scatter in (("quiet", 0.002), ("noisy", 0.012)))
     for row in (quiet, noisy):
-        shares = [v for k, v in row.items() if k.endswith("share %")]
-        covered = [v for k, v in row.items() if k.endswith("covered %") and k != "optimum covered %"]
-        assert len(shares) == len(module.WIDTH_BINS) and sum(shares) == pytest.approx(100)
-        assert sum(s * c for s, c in zip(shares, covered) if not math.isnan(c)) / 100 == pytest.approx(
-            row["optimum covered %"])
-    assert quiet["< 0.25 oct: share %"] > noisy["< 0.25 oct: share %"]
-    assert noisy["≥ 1 or open oct: share %"] > quiet["≥ 1 or open oct: share %"]
+        for what, mine in (("optimum", lambda k: not k.startswith("slope")), ("slope", lambda k: k.startswith("slope"))):
+            shares = [v for k, v in row.items() if mine(k) and k.endswith("share %")]
+            covered = [v for k, v in row.items() if mine(k) and k.endswith("oct: covered %")]
+            assert len(shares) == len(module.WIDTH_BINS) and sum(shares) == pytest.approx(100)
+            assert sum(s * c for s, c in zip(shares, covered) if not math.isnan(c)) / 100 == pytest.approx(
+                row[f"{what} covered %"])
+    for prefix in ("", "slope "):
+        assert quiet[f"{prefix}< 0.25 oct: share %"] > noisy[f"{prefix}< 0.25 oct: share %"]
+        assert noisy[f"{prefix}≥ 1 or open oct: share %"] > quiet[f"{prefix}≥ 1 or open oct: share %"]

@@ -56,7 +56,8 @@ With --conditional: how often each width's 90% interval holds x*_w given how wid
 a true slope of 0, each width's interval put in a bin by its width in octaves (narrower than 0.25, 0.25–0.5, 0.5–1,
 wider or open). Prints each bin's share of the widths and how often their intervals held the optimum: the 90% is an
 average over draws, and this says whether a narrow interval (three seeds whose own optima agree by chance) still
-holds it.
+holds it. Then the same for the slope's interval (its width in octaves per octave of width, the same bins) and the
+true slope.
 
     python3 studies/interval-coverage/coverage.py --conditional [--sims 2000] \
         [--out studies/interval-coverage/conditional.md]
@@ -202,21 +203,28 @@ WIDTH_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 1.0), (1.0, np.inf))  # an interva
 
 
 def run_conditional(setting: Setting, sims: int, groups: int = 1) -> dict:
-    """Each width's coverage by the width of its interval, over `sims` sweeps at a true slope of 0."""
+    """Each width's coverage by the width of its interval, and the slope's by the width of its own, over `sims`
+    sweeps at a true slope of 0."""
     rng = np.random.default_rng(0)
-    spans, held = [], []
+    spans, held, slope_spans, slope_held = [], [], [], []
     for _ in range(sims):
-        _, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng, groups)
+        est, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng, groups)
         spans += list(hi - lo)
         held += list((lo <= truth) & (truth <= hi))
-    spans, held = np.array(spans), np.array(held)
-    row: dict = {"setting": setting.name, "σ": setting.scatter, "seeds": setting.seeds,
-                 "optimum covered %": 100 * held.mean()}
-    for low, high in WIDTH_BINS:
-        inside = (spans >= low) & (spans < high) if np.isfinite(high) else spans >= low
-        name = f"< {high:g}" if low == 0 else f"≥ {low:g} or open" if not np.isfinite(high) else f"{low:g}–{high:g}"
-        row[f"{name} oct: share %"] = 100 * inside.mean()
-        row[f"{name} oct: covered %"] = 100 * held[inside].mean() if inside.any() else float("nan")
+        (row,) = est.transfer.to_dicts()
+        slope_spans.append(row["slope_hi"] - row["slope_lo"])
+        slope_held.append(row["slope_lo"] <= 0.0 <= row["slope_hi"])
+    row = {"setting": setting.name, "σ": setting.scatter, "seeds": setting.seeds}
+    for what, span, hit in (("optimum", spans, held), ("slope", slope_spans, slope_held)):
+        span, hit = np.array(span), np.array(hit)
+        row[f"{what} covered %"] = 100 * hit.mean()
+        prefix = "" if what == "optimum" else "slope "
+        for low, high in WIDTH_BINS:
+            inside = (span >= low) & (span < high) if np.isfinite(high) else span >= low
+            name = (f"< {high:g}" if low == 0 else f"≥ {low:g} or open" if not np.isfinite(high)
+                    else f"{low:g}–{high:g}")
+            row[f"{prefix}{name} oct: share %"] = 100 * inside.mean()
+            row[f"{prefix}{name} oct: covered %"] = 100 * hit[inside].mean() if inside.any() else float("nan")
     return row
 
 
