@@ -623,9 +623,10 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
     quiet, noisy = (module.run_conditional(module.Setting(name, 0.012, 0.0, scatter, 3), 12)
                     for name, scatter in (("quiet", 0.002), ("noisy", 0.012)))
     for row in (quiet, noisy):
-        for what, mine in (("optimum", lambda k: not k.startswith("slope")), ("slope", lambda k: k.startswith("slope"))):
-            shares = [v for k, v in row.items() if mine(k) and k.endswith("share %")]
-            covered = [v for k, v in row.items() if mine(k) and k.endswith("oct: covered %")]
+        for what in ("optimum", "slope"):
+            mine = {k: v for k, v in row.items() if k.startswith("slope") == (what == "slope")}
+            shares = [v for k, v in mine.items() if k.endswith("share %")]
+            covered = [v for k, v in mine.items() if k.endswith("oct: covered %")]
             assert len(shares) == len(module.WIDTH_BINS) and sum(shares) == pytest.approx(100)
             assert sum(s * c for s, c in zip(shares, covered) if not math.isnan(c)) / 100 == pytest.approx(
                 row[f"{what} covered %"])
