@@ -476,8 +476,8 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
     for (p, o), group in found.group_by(GROUP, maintain_order=True):
         mine = (pl.col("parametrization") == p) & (pl.col("optimizer") == o)
         groups[(p, o)] = group, _widths(group, used.filter(mine), curves.filter(mine))
-    floors = intervals.pooled_scatter_floors([w for _, w in groups.values()],
-                                     [g["width"].to_list() for g, _ in groups.values()])
+    floors = intervals.pooled_scatter_floors((width, w) for group, widths in groups.values()
+                                             for width, w in zip(group["width"], widths))
     for (p, o), (group, widths) in groups.items():
         widths = [dataclasses.replace(w, scatter_floor=floors[width]) for w, width in zip(widths, group["width"])]
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -342,14 +342,13 @@ def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generat
     return out
 
 
-def pooled_scatter_floors(groups: list[list[Width]], widths: list[list[int]]) -> dict[int, tuple[float, int]]:
-    """Each width's seed × LR scatter (σ nats, degrees of freedom), pooled over the groups (parametrization ×
-    optimizer) that ran it: `seed_lr_scatter` of every Width in `groups`, `widths` their model widths alike. A
-    width's noise is pooled across the sweep's groups, not its widths: the studies' scatter grows with width."""
+def pooled_scatter_floors(widths: Iterable[tuple[int, Width]]) -> dict[int, tuple[float, int]]:
+    """Each model width's seed × LR scatter (σ nats, degrees of freedom): `seed_lr_scatter` of every (model width,
+    Width) given, one per group (parametrization × optimizer) that ran it, pooled per model width. Pooled across
+    the groups, not the widths: the studies' scatter grows with width."""
     parts: dict[int, list[tuple[float, int]]] = {}
-    for group, names in zip(groups, widths, strict=True):
-        for w, width in zip(group, names, strict=True):
-            parts.setdefault(width, []).append(seed_lr_scatter(w.per_seed, w.curve))
+    for width, w in widths:
+        parts.setdefault(width, []).append(seed_lr_scatter(w.per_seed, w.curve))
     out = {}
     for width, pieces in parts.items():
         dof = sum(d for _, d in pieces)
