@@ -18,7 +18,8 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   replicates' standard deviation, not their percentiles: n seeds have only C(2n − 1, n) distinct resamples (10 for
   3), and the rarest (one seed drawn n times, 1/27 for 3) lie beyond the 5th and 95th percentiles, so percentiles cut
   the tails. On simulated 3-seed sweeps with a known optimum the percentile interval held it 83–86% of the time
-  (the slope's, the true slope 86–90%), this one 89–90% (90–94%) (studies/interval-coverage).
+  (the slope's, the true slope 86–90%), this one 89–90% (90–94%), and 91–94% (93–96%) with the scatter floor
+  below (studies/interval-coverage).
   Nor does a bootstrap over 3 seeds see the noise their own optima did not show: where they agree by chance it
   comes out narrower than their noise allows (on simulated sweeps the intervals narrower than a quarter octave held
   the optimum 20–82% of the time: studies/interval-coverage, --conditional --no-scatter-floor). So each width's
