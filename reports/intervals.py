@@ -62,6 +62,7 @@ LEVEL = 0.90           # two-sided interval level
 MIN_SEEDS = 3          # seeds a width needs for the seed bootstrap (fewer: the fit bootstrap)
 NOISE_FLOOR = 0.01     # nats: the smallest seed noise a single-seed fit is assumed to have
 NORMAL = NormalDist()
+Z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)  # the two-sided LEVEL quantile of the normal: 1.645
 WINDOW = 5             # grid points around the optimum for the residual estimate of σ
 ADJUST_ITERATIONS = 500  # backfitting rounds of the seed-adjusted mean at most (small designs converge in tens)
 
@@ -126,14 +127,13 @@ def interval(replicates: np.ndarray, point: np.ndarray | float,
     shape = values.shape[1:]
     points = np.broadcast_to(np.asarray(point, float), shape).reshape(-1)
     methods = [method] * len(points) if isinstance(method, str) else list(method)
-    z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
     bounds = []
     for column, p, how in zip(values.reshape(len(values), -1).T, points, methods, strict=True):
         v = column[~np.isnan(column)]
         if not len(v) or np.isnan(p):
             bounds.append((np.nan, np.nan))
         elif how == "seeds":
-            bounds.append((p - z * v.std(), p + z * v.std()))
+            bounds.append((p - Z * v.std(), p + Z * v.std()))
         else:
             lo, hi = np.percentile(v, [50 * (1 - LEVEL), 50 * (1 + LEVEL)])
             bounds.append((min(lo, p), max(hi, p)))
@@ -260,7 +260,7 @@ def seed_batch_interval(d: np.ndarray) -> tuple[float, float | None, float | Non
 
 def small_sample_factor(n: int) -> float:
     """How much wider than a bootstrap over n seeds the interval of their mean is: t(n − 1)/z · √(n / (n − 1))."""
-    return student_t(n - 1) / NORMAL.inv_cdf(1 - (1 - LEVEL) / 2) * np.sqrt(n / (n - 1))
+    return student_t(n - 1) / Z * np.sqrt(n / (n - 1))
 
 
 def seed_adjusted(per_seed: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -369,15 +369,14 @@ def with_scatter_floor(widths: list[Width], replicates: np.ndarray, jitter: np.r
     widths, which the slope reads) and adds the floor's own replicates, scaled to make up the difference. Also (W,)
     bool: where the floor set the spread."""
     out, raised = replicates.copy(), np.zeros(len(widths), bool)
-    z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)
     for k, w in enumerate(widths):
         sigma, dof = w.scatter_floor
         if w.method != "seeds" or not sigma or not dof:
             continue
         point = vertices(w.x, w.curve).x[0]
         finite = np.isfinite(w.curve)
-        scatter = sigma / np.sqrt(np.maximum(w.seeds_per_lr, 1)) * jitter.standard_normal((len(out), len(w.curve)))
-        floor = (vertices(w.x, np.where(finite, w.curve + scatter, w.curve)).x - point) * student_t(dof) / z
+        scatter = sigma / np.sqrt(w.seeds_per_lr) * jitter.standard_normal((len(out), len(w.curve)))
+        floor = (vertices(w.x, np.where(finite, w.curve + scatter, w.curve)).x - point) * student_t(dof) / Z
         seed = out[:, k] - point
         floor_sd, seed_sd = np.nanstd(floor), np.nanstd(seed)
         if floor_sd > seed_sd:

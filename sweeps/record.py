@@ -28,9 +28,8 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   device, gpu_name (the GPU's model, "NVIDIA H100 80GB HBM3"; None on a CPU or where the record
                   predates it), threads, gpu_ids, gpu_share (the share of a GPU Ray gave the trial, 0.5 where two
                   shared one; a data-parallel trial's, 1.0 a worker; None on a CPU or where the record predates it),
-                  node_id, started_at, finished_at (unix s), wall_seconds, gpu_util
-                  (%,
-                  filled in by store.consolidate), tracebacks (names of the files in results/ holding each failed
+                  node_id, started_at, finished_at (unix s), wall_seconds, gpu_util (%, filled in by
+                  store.consolidate), tracebacks (names of the files in results/ holding each failed
                   attempt's traceback, over every run of the sweep), first_step_seconds (training loop start to the
                   end of its first step, synced: compile + autotune + one step), compile_cache_hits and
                   compile_cache_misses (the FX graph cache's, one per forward or backward graph the trial compiled;

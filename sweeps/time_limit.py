@@ -15,7 +15,7 @@ finished trials of its width say it ends in time; the others report NOT_STARTED,
                                                          timed starts
 
 A trial resumed from a checkpoint is timed as a whole one: the limit errs towards not starting it. Records older
-than `gpu_share` are not stretched (docs/sweeps.md says what that cost once).
+than `gpu_share` have no share and are not stretched (docs/sweeps.md, what that costs a packed trial).
 """
 from __future__ import annotations
 

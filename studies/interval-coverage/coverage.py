@@ -246,7 +246,7 @@ def bias_corrected(replicates: NDArray, point: float) -> tuple[float, float]:
     v = replicates[~np.isnan(replicates)]
     below = (np.sum(v < point) + 0.5 * np.sum(v == point)) / len(v)
     z0 = intervals.NORMAL.inv_cdf(min(max(below, 0.5 / len(v)), 1 - 0.5 / len(v)))
-    z = intervals.NORMAL.inv_cdf(1 - (1 - intervals.LEVEL) / 2)
+    z = intervals.Z
     lo, hi = (np.percentile(v, 100 * intervals.NORMAL.cdf(2 * z0 + sign * z)) for sign in (-1, 1))
     return float(lo), float(hi)
 
