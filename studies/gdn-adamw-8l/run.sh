@@ -37,7 +37,8 @@
 #              step the code's init gives them (gdn-mup-convstep: LR × √(d/3)) and the code's init with their own
 #              init's relative step (gdn-mup-codeconv-ownstep: LR × √(3/d)); paired by seed with gdn-mup-codeconv
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
-#              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells
+#              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells at 256 and 1024,
+#              then one over those at 2048
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
 #              widths either side and one octave each way (naive µP and the code variant: GDN-µP's); one sweep
 #       depth4 the same 1200 steps at depth 4, widths 256 and 1024, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2, into
@@ -126,13 +127,22 @@ for PART in "$@"; do
     code-conv) around_gdn_mup "gdn-mup-codeconv, gdn-mup-codeconv-nosqrtd" 1024 256 ;;
     eps-regime) around_gdn_mup gdn-mup-epsregime 1024 ;;
     conv-why) around_gdn_mup "gdn-mup-convstep, gdn-mup-codeconv-ownstep" 256 1024 ;;
-    others)
-      g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8); groups=()
-      for P in mup gdn-mup-code; do
-        groups+=("256 $P -10 -9 -8 -7" "1024 $P $((g1 - 1)) $g1 $((g1 + 1))" "2048 $P $((g2 - 1)) $g2 $((g2 + 1))")
-      done
-      plan "$DIR" cells 0,1,2 "${groups[@]}"
-      sweep "${SETS[@]}" ;;
+    others)  # widths 256 and 1024 first (their trials are the cheap ones: a verdict over 256–1024 sooner), then 2048
+      g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8)
+      for WIDTHS in "256 1024" 2048; do
+        groups=()
+        for P in mup gdn-mup-code; do
+          for W in $WIDTHS; do
+            case $W in
+              256) groups+=("256 $P -10 -9 -8 -7") ;;
+              1024) groups+=("1024 $P $((g1 - 1)) $g1 $((g1 + 1))") ;;
+              2048) groups+=("2048 $P $((g2 - 1)) $g2 $((g2 + 1))") ;;
+            esac
+          done
+        done
+        plan "$DIR" cells 0,1,2 "${groups[@]}"
+        [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"
+      done ;;
     mid)
       groups=()
       for P in sp gdn-mup mup gdn-mup-code; do
