@@ -275,19 +275,22 @@ def seed_adjusted(per_seed: np.ndarray, weights: np.ndarray) -> np.ndarray:
     ran = ~np.isnan(per_seed)
     finite = np.isfinite(per_seed)
     fit = weights[:, :, None] * finite                            # (B, S, L)
-    y = np.where(finite, per_seed, 0.0)
+    fy = fit * np.where(finite, per_seed, 0.0)
     per_lr, per_seed_w = fit.sum(1), fit.sum(2)                   # (B, L), (B, S)
+    fy_lr, fy_seed = fy.sum(1), fy.sum(2)                         # (B, L), (B, S)
+    share = weights / weights.sum(1, keepdims=True)
     delta = np.zeros(per_seed_w.shape)
     with np.errstate(invalid="ignore", divide="ignore"):
         for _ in range(ADJUST_ITERATIONS):  # backfitting: converges for any design, geometrically
-            mu = (fit * (y - delta[:, :, None])).sum(1) / per_lr
-            step = np.where(per_seed_w > 0, (fit * (y - np.nan_to_num(mu)[:, None, :])).sum(2) / per_seed_w, 0.0)
-            step -= (weights * step).sum(1, keepdims=True) / weights.sum(1, keepdims=True)
+            mu = (fy_lr - (delta[:, None, :] @ fit)[:, 0]) / per_lr
+            step = np.where(per_seed_w > 0, (fy_seed - (fit @ np.nan_to_num(mu)[:, :, None])[..., 0]) / per_seed_w,
+                            0.0)
+            step -= (share * step).sum(1, keepdims=True)
             done = np.abs(step - delta).max() < 1e-12
             delta = step
             if done:
                 break
-        mu = (fit * (y - delta[:, :, None])).sum(1) / per_lr
+        mu = (fy_lr - (delta[:, None, :] @ fit)[:, 0]) / per_lr
     mu = np.where(per_lr > 0, mu, np.nan)
     return np.where((weights @ (ran & ~finite)) > 0, np.inf, mu)
 

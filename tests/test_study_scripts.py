@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
+from deltamup.cli import main
 from deltamup.scaling.data.inputs import text_files
 from deltamup.scaling.data.prepare import prepare
 from deltamup.sweeps import spec as specs
@@ -193,26 +194,24 @@ def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: 
 
 
 def norm_floor_lines(out: Path) -> dict[str, list[float]]:
-    """studies/coord-checks/long/norm_floor.py's lines for one check folder: {label: values by width}."""
-    result = subprocess.run([sys.executable, str(ROOT / "studies/coord-checks/long/norm_floor.py"), str(out),
-                             "--steps", "0,2"], capture_output=True, text=True, check=True)
+    """studies/coord-checks/long/norm_floor.py's lines for one check folder (its `table`, at steps 0 and 2):
+    {label: values by width}."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("norm_floor", ROOT / "studies/coord-checks/long/norm_floor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return {label.strip(): [float(v) for v in values.split(",")]
-            for label, values in (line.split(": ", 1) for line in result.stdout.splitlines()[1:])}
+            for label, values in (line.split(": ", 1) for line in module.table(out, [0, 2]).splitlines()[1:])}
 
 
 def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> None:
     """GDN-µP's √d and its eps/d form are one model, so o's distance to the effective floor is the same in both;
     without either, the floor is d times higher."""
     names = ("gdn-mup", "gdn-mup-normeps", "gdn-mup-nosqrtd")
-    logs = {p: (tmp_path / f"{p}.err").open("w") for p in names}
-    checks = {p: subprocess.Popen([sys.executable, "-m", "deltamup", "coord-check", "-p", p, "--optimizer", "sgd",
-                                   "--widths", "64,128", "--depth", "1", "--steps", "2", "--lr", "0.01", "--every",
-                                   "1", "--device", "cpu", "--out", str(tmp_path / p)], stdout=subprocess.DEVNULL,
-                                  stderr=logs[p], cwd=tmp_path) for p in names}  # side by side
-    for p, check in checks.items():
-        check.wait(timeout=600)
-        logs[p].close()
-        assert check.returncode == 0, (tmp_path / f"{p}.err").read_text()[-2000:]
+    for p in names:  # in this process: three `deltamup` processes would spend most of their time importing
+        assert main(["coord-check", "-p", p, "--optimizer", "sgd", "--widths", "64,128", "--depth", "1", "--steps",
+                     "2", "--lr", "0.01", "--every", "1", "--device", "cpu", "--out", str(tmp_path / p)]) == 0
     lines = {p: norm_floor_lines(tmp_path / p) for p in names}
     ratio = "block0 mean(o²)/eps_eff at t = 0"
     assert lines["gdn-mup"][ratio] == pytest.approx(lines["gdn-mup-normeps"][ratio], rel=1e-3)
