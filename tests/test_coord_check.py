@@ -35,7 +35,11 @@ def disagreements(slopes: pl.DataFrame) -> dict[str, set[int]]:
     return out
 
 
-@pytest.mark.parametrize("kind,optimizer,steps", [("gdn", "adamw", 5), ("gdn", "sgd", 5), ("deltaproduct", "adamw", 3)])
+SHARED = pytest.mark.xdist_group("gdn-mup-adamw-check")  # one worker runs both users of that check: measured once
+
+
+@pytest.mark.parametrize("kind,optimizer,steps", [pytest.param("gdn", "adamw", 5, marks=SHARED), ("gdn", "sgd", 5),
+                                                  ("deltaproduct", "adamw", 3)])
 def test_gdn_mup_probes_follow_the_theory(kind, optimizer, steps):
     slopes = measure(kind, "gdn-mup", optimizer, steps)
     judged = slopes.filter(pl.col("ok").is_not_null())
@@ -63,6 +67,7 @@ def test_sp_blows_up_with_width():
     assert not disagreements(slopes)
 
 
+@SHARED
 def test_naive_mup_readout_shrinks_where_gdn_mup_holds_it():
     naive = measure("gdn", "mup", "adamw", steps=3)
     gdn = measure("gdn", "gdn-mup", "adamw", steps=5)  # test_gdn_mup_probes_follow_the_theory's, cached
