@@ -360,8 +360,8 @@ def pooled_scatter_floors(widths: Iterable[tuple[int, Width]]) -> dict[int, tupl
     return out
 
 
-def with_scatter_floor(widths: list[Width], replicates: np.ndarray, jitter: np.random.Generator
-               ) -> tuple[np.ndarray, np.ndarray]:
+def with_scatter_floor(widths: list[Width], replicates: np.ndarray,
+                       jitter: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Replicates (B, W) of `replicate_optima` with each seed-bootstrap width's spread raised, where it is smaller,
     to how far the sweep's seed × LR scatter at that width (`Width.scatter_floor`: σ, dof) moves the optimum of this
     many seeds: the spread of vertices of the seed-mean curve plus N(0, σ²/n) at each LR (n its seeds), × t(dof)/z for a

@@ -2,6 +2,7 @@
 (tests/test_analysis.py's surface_trials), analysed as a sweep directory."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -134,12 +135,11 @@ def test_the_scatter_floor_holds_the_optimum_where_three_seeds_agreed_by_chance(
     narrow, held, held_alone = [], [], []
     for _ in range(600):
         truths = rng.uniform(-9.0, -8.5, 4)
-        per_seed = [1 + 0.012 * (x - t) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, 4))
-                    for t in truths]
-        parts = [intervals.seed_lr_scatter(y, y.mean(0)) for y in per_seed]
-        dof = sum(d for _, d in parts)
-        floor = (math.sqrt(sum(ss for ss, _ in parts) / dof), dof)
-        width = intervals.Width(x, per_seed[0], per_seed[0].mean(0), np.full(4, 3), 3, "seeds", floor)
+        groups = [intervals.Width(x, y, y.mean(0), np.full(4, 3), 3, "seeds")
+                  for y in (1 + 0.012 * (x - t) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, 4))
+                            for t in truths)]
+        floor = intervals.pooled_scatter_floors((256, w) for w in groups)[256]
+        width = dataclasses.replace(groups[0], scatter_floor=floor)
         point = intervals.vertices(x, width.curve).x[0]
         alone = intervals.replicate_optima([width], 0.01, rng, rng)
         lo, hi = intervals.interval(alone[:, 0], point, "seeds")
