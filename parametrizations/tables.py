@@ -205,6 +205,16 @@ GDN_MUP_GATELR = replace(
                       **{probe: UPDATE_FLAT for probe in _GATE_UPDATES}}})
 
 # ---------------------------------------------------------------------------------------------------------------
+# GDN-µP with naive µP's weight decay on the hidden matrices: MuAdamW multiplies their decay by m, so the decay a
+# step (LR × wd: µP's LR × 1/m times wd × m) stays what it is at the base width; GDN-µP's shrinks like 1/m. The third
+# and last rule by which naive µP differs from GDN-µP under AdamW, beside the √d (gdn-mup-nosqrtd) and the gate
+# rules (gdn-mup-mupgates): tests/test_mechanisms.py builds naive µP from the three. SGD as GDN-µP (naive µP's too).
+GDN_MUP_MUPWD = replace(
+    GDN_MUP, name="gdn-mup-mupwd",
+    summary="GDN-µP with naive µP's AdamW weight decay on the hidden matrices (× m: LR × wd a step kept).",
+    rules={**GDN_MUP.rules, Role.HIDDEN: replace(GDN_MUP.rules[Role.HIDDEN], wd={"adamw": m, "sgd": 1})})
+
+# ---------------------------------------------------------------------------------------------------------------
 # GDN-µP with W_α, W_β's SGD learning rate × 1/m instead of the paper's × 1/√m — the candidate the 100-step SGD
 # coordinate check points to (both gate pre-activations flat at 128–512, stable training; docs/theory.md item 3).
 # AdamW is GDN-µP's. The gate update's width slope then differs from GDN-µP's under SGD and is not judged.
@@ -330,7 +340,7 @@ GDN_MUP_EPSREGIME = replace(
 
 REGISTRY: dict[str, Parametrization] = {p.name: p for p in (SP, MUP, GDN_MUP, GDN_MUP_CODE, GDN_MUP_NORMEPS,
                                                             GDN_MUP_NOSQRTD, GDN_MUP_ADAMEPS, GDN_MUP_MUPGATES,
-                                                            GDN_MUP_GATEINIT, GDN_MUP_GATELR,
+                                                            GDN_MUP_GATEINIT, GDN_MUP_GATELR, GDN_MUP_MUPWD,
                                                             GDN_MUP_SGDGATES, GDN_MUP_SGDHIDDEN, GDN_MUP_BETALR,
                                                             GDN_MUP_CODE_CONVINIT, GDN_MUP_MIXER1M,
                                                             GDN_MUP_CODECONV, GDN_MUP_CODECONV_NOSQRTD,

@@ -181,6 +181,43 @@ def test_naive_gate_rules_apart_are_one_rule_each_and_together_mupgates_under_ad
         assert tables.GDN_MUP_GATEINIT.rules[role].init == tables.GDN_MUP_MUPGATES.rules[role].init
 
 
+def test_naive_mup_under_adamw_is_gdn_mup_without_sqrt_d_with_its_gate_rules_and_hidden_weight_decay():
+    """Under AdamW naive µP differs from GDN-µP by three rules and no other: no √d before the output norm
+    (gdn-mup-nosqrtd), W_α, W_β's init and LR (gdn-mup-mupgates) and the hidden matrices' weight decay × m
+    (gdn-mup-mupwd). The three taken from their tables into one give naive µP's init std, LR, weight decay and ε for
+    every role and its multipliers at m = 4, and train as it does with weight decay on; leaving out any one does not."""
+    gates = (Role.GATE_MATRIX, Role.BETA_MATRIX, Role.GATE_SCALAR)
+    parts = {"sqrtd": {}, "gates": {role: tables.GDN_MUP_MUPGATES.rules[role] for role in gates},
+             "wd": {Role.HIDDEN: tables.GDN_MUP_MUPWD.rules[Role.HIDDEN]}}
+
+    def union(*names: str) -> parametrizations.Parametrization:
+        rules = {**tables.GDN_MUP.rules, **{role: rule for name in names for role, rule in parts[name].items()}}
+        multipliers = (tables.GDN_MUP_NOSQRTD if "sqrtd" in names else tables.GDN_MUP).multipliers
+        return dataclasses.replace(tables.GDN_MUP, name="+".join(names), rules=rules, multipliers=multipliers)
+
+    def table(p: str | parametrizations.Parametrization) -> tuple:
+        rules = [parametrizations.resolve(p, role, "adamw", 4.0, 128.0) for role in Role]
+        return ([(r.role, r.init_std, r.lr_mult, r.wd_mult, r.eps_mult) for r in rules],
+                parametrizations.multipliers(p, "adamw", 4.0, 128.0))
+
+    assert table(union("sqrtd", "gates", "wd")) == table("mup")
+    for left_out in parts:
+        assert table(union(*(name for name in parts if name != left_out))) != table("mup"), left_out
+    model = parametrizations.build_model(ModelConfig(width=128, **SMALL), "gdn-mup-mupwd", seed=0)
+    decay = {str(g["role"]): g["weight_decay"] for g in parametrizations.build_optimizer(
+        model, "gdn-mup-mupwd", "adamw", 0.1, weight_decay=0.1).param_groups}
+    assert decay.pop("hidden") == pytest.approx(0.4) and set(decay.values()) <= {0.0, 0.1}
+
+    config = TrainConfig(optimizer="adamw", lr=1e-2, steps=4, log_every=1, bf16=False, weight_decay=0.1)
+    trained = {}
+    for p in ("mup", union("sqrtd", "gates", "wd"), union("sqrtd", "gates")):
+        model = parametrizations.build_model(ModelConfig(width=128, **SMALL), p, "adamw", seed=0)
+        trained[getattr(p, "name", p)] = [loss for _, loss, _ in
+                                          train(model, p, config, sample_batches(4, 32, seed=0)).losses]
+    assert trained["sqrtd+gates+wd"] == trained["mup"]
+    assert trained["sqrtd+gates"] != trained["mup"]
+
+
 def test_code_convolution_init_on_gdn_mup_shrinks_v_alone_and_its_nosqrtd_twin_drops_only_the_sqrt_d():
     """gdn-mup-codeconv: GDN-µP with the code variant's convolution init (0.5/√d), every learning rate and
     multiplier GDN-µP's; v's RMS at t = 0 then shrinks like d^-1/2 where GDN-µP's is flat. gdn-mup-codeconv-nosqrtd
