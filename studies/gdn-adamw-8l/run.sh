@@ -40,9 +40,9 @@
 #              at GDN-µP's optimum there and its neighbours: the convs at their own init with the relative AdamW
 #              step the code's init gives them (gdn-mup-convstep: LR × √(d/3)) and the code's init with their own
 #              init's relative step (gdn-mup-codeconv-ownstep: LR × √(3/d)); paired by seed with gdn-mup-codeconv
-#       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256, and
-#              GDN-µP's optimum g at 1024 and at 2048 with g/2, 2g there; one sweep over the cells at 256 and 1024,
-#              then one over those at 2048
+#       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256,
+#              GDN-µP's optimum g at 1024 with g/2, 2g, and at 2048 each one's seed-0 best e there (g where it has
+#              no trial there yet) with e/2, 2e; one sweep over the cells at 256 and 1024, then one over those at 2048
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
 #              widths either side and one octave each way (naive µP and the code variant: GDN-µP's); one sweep
 #       depth4 the same 1200 steps at depth 4, widths 256 and 1024, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2, into
@@ -141,7 +141,7 @@ for PART in "$@"; do
             case $W in
               256) groups+=("256 $P -10 -9 -8 -7") ;;
               1024) groups+=("1024 $P $((g1 - 1)) $g1 $((g1 + 1))") ;;
-              2048) groups+=("2048 $P $((g2 - 1)) $g2 $((g2 + 1))") ;;
+              2048) e=$(optima seed0 2048 "$P" "$g2"); groups+=("2048 $P $((e - 1)) $e $((e + 1))") ;;
             esac
           done
         done
