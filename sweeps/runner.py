@@ -136,9 +136,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
     """Runs every trial of `spec` that DIR has no finished row for (with a `deadline`, unix s: those that end by
     then, sweeps.time_limit); returns this run's line of DIR/runs.jsonl (run, trials launched, wall seconds,
     trials the deadline kept from starting, …). Bad input raises ValueError before Ray starts. `beside_start`,
-    called once the input is checked and DIR is locked, starts work to run beside Ray's start and the compile
-    warm-up (the CLI's kernel check) and returns its wait, which runs once: before the first trial launches, or at
-    the end."""
+    called once the input is checked, DIR is locked and a trial is to run (not where the deadline starts none),
+    starts work to run beside Ray's start and the compile warm-up (the CLI's kernel check) and returns its wait,
+    which runs once: before the first trial launches, or at the end."""
     if deadline is not None and spec.search == "optuna":
         raise ValueError("a time limit needs search: grid or refine (Optuna picks its trials as they finish)")
     check_memory(spec, local=address is None)
@@ -147,9 +147,17 @@ def run_sweep(spec: SweepSpec, out: str | Path, address: str | None = None, resu
         prepare_dir(spec, out, resume)
         warn_if_other_data(spec, out)
         warn_if_other_code(out)
-        wait = once(beside_start() if beside_start is not None else (lambda: None))
+        waits: list[Callable[[], None]] = []
+
+        def start_beside() -> None:
+            if beside_start is not None and not waits:
+                waits.append(once(beside_start()))
+
+        def wait() -> None:
+            if waits:
+                waits[0]()
         try:
-            return run_missing(spec, out, address, num_cpus, progress_every, wait, deadline)
+            return run_missing(spec, out, address, num_cpus, progress_every, wait, deadline, start_beside)
         finally:
             wait()
 
@@ -192,9 +200,9 @@ def once(fn: Callable[[], None]) -> Callable[[], None]:
 
 def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int | None,
                 progress_every: float, before_trials: Callable[[], None],
-                deadline: float | None = None) -> dict[str, Any]:
+                deadline: float | None = None, start_beside: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """The trials DIR has no finished row for, on Ray (the caller holds DIR's driver lock); with a deadline, no Ray
-    at all where none of them would end by it."""
+    at all where none of them would end by it. `start_beside` runs just before Ray starts (where it does)."""
     configure_ray_env(local=address is None)
     from .gpu_monitor import GpuMonitor
     from .progress import print_summary  # imports Ray: after configure_ray_env
@@ -214,6 +222,7 @@ def run_missing(spec: SweepSpec, out: Path, address: str | None, num_cpus: int |
 
         mlflow_experiment(spec.tracking.mlflow, out, spec.name)
     if todo or spec.search == "optuna" or missing_refine(spec, out):
+        start_beside()
         with ray_session(address, num_cpus), GpuMonitor(out / "gpu.csv"):
             store.append_run(out, {"run": run} | ray_identity())
             release_leaked_groups([r for r in store.read_runs(out) if r["run"] != run])

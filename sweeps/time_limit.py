@@ -2,7 +2,8 @@
 job's wall limit, a lent GPU's ten minutes), a trial that cannot finish before the cut only spends GPU time: its
 checkpoint survives only where the next command finds the same machine. With a limit, a trial starts only if the
 finished trials of its width say it ends in time; the others report NOT_STARTED, write nothing and stay missing for
-`--resume`. A run none of whose trials fits starts no Ray at all.
+`--resume`. A run none of whose trials fits starts no Ray at all, nor the work beside its start (the CLI's kernel
+check: sweeps.runner.run_sweep).
 
     expected_seconds(records, cfg, share)   the longest wall_seconds of the finished trials that trained the
                                      trial config's model (width included; TrialRecord.trained) for its steps, batch

@@ -51,8 +51,11 @@ def test_a_trial_starts_only_where_its_widths_finished_trials_say_it_ends_in_tim
     said = capsys.readouterr().out
     assert "1 of them kept from starting by the time limit" in said
     assert "width    32: 1/1 done" in said and "1 not started (time limit)" in said  # the progress view's count
-    line = run_sweep(spec, out, resume=True, progress_every=60)
+    waited = []  # the work beside Ray's start (the CLI's kernel check) starts once a trial is to run, and is waited on
+    line = run_sweep(spec, out, resume=True, progress_every=60,
+                     beside_start=lambda: waited.append("started") or (lambda: waited.append("waited")))
     assert line["launched"] == 1 and "not_started" not in line and late.key in store.finished_ids(out)
+    assert waited == ["started", "waited"]
 
 
 def test_a_run_none_of_whose_trials_fits_starts_no_ray_and_writes_no_trial(cluster, tmp_path, capsys):
@@ -67,6 +70,10 @@ def test_a_run_none_of_whose_trials_fits_starts_no_ray_and_writes_no_trial(clust
     assert run["launched"] == 0 and run["not_started"] == 2
     assert not any("ray_head" in r for r in store.read_runs(out) if r["run"] == run["run"])  # Ray never started
     assert {p.name for p in store.results_dir(out).iterdir()} == before
+    started = []  # nor the work beside Ray's start (the CLI's kernel check): it would only delay the next command
+    line = run_sweep(specs.load(spec_path), out, resume=True, progress_every=60, deadline=time.time() + 0.01,
+                     beside_start=lambda: started.append(1) or (lambda: None))
+    assert line["launched"] == 0 and started == []
 
 
 @pytest.mark.parametrize("limit", ["0", "-5", "nan"])
