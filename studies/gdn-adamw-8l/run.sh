@@ -86,7 +86,7 @@ long_groups() {  # X, LONG and groups: the long parts' sweep directory, settings
   done
 }
 around_gdn_mup() {  # "PARAMETRIZATIONS" WIDTH…: each width at GDN-µP's optimum g there and g/2, 2g, seeds 0–2;
-  local PS=$1 W g share; shift  # width 1024 two trials a GPU (auto gives it a whole one: 93% busy against 85%)
+  local PS=$1 W g share; shift  # width 1024 two a GPU (auto: a whole one; 93% busy against 85%, tokens/s alike)
   for W in "$@"; do
     g=$(optima optimum "$W" gdn-mup -9)
     share=auto; [ "$W" = 1024 ] && share=0.5
