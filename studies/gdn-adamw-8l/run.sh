@@ -64,6 +64,9 @@
 #       recheck-slope  GDN-µP's optima at 256 and 1024 both by the code at hand, into DIR-recheck: 2^-7 at 256 (the
 #              re-run's best fell on recheck-256's high edge), 2^-9 and 2^-7 at 1024 beside recheck's 2^-8, seeds 0–2:
 #              its drift from 256 to 1024 on one GPU kind and code
+#       recheck-2048  GDN-µP at width 2048, 2^-9 … 2^-7, seeds 0–2, re-run the same way into DIR-recheck: its trials
+#              there ran on H200s by the code of 2026-11-30, naive µP's and the code variant's beside them on an
+#              H100 by later code; paired with these, their gaps at 2048 compare one GPU kind and code
 #       recheck-h200  GDN-µP at width 256, 2^-10 … 2^-7, seeds 0–2, by the code at hand on an H200 (it refuses any
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
@@ -101,7 +104,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-h200 recheck-code" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-2048 recheck-h200 recheck-code" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -198,6 +201,8 @@ for PART in "$@"; do
         # shellcheck disable=SC2086  # E: the exponents, one word each
         sweep_to "${DIR%/}-recheck" --set "widths=[$W]" --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs $E)"
       done ;;
+    recheck-2048)
+      sweep_to "${DIR%/}-recheck" --set 'widths=[2048]' --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs -9 -8 -7)" ;;
     recheck-h200)
       if [ -z "${PLAN:-}" ]; then
         gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
