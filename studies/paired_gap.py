@@ -14,6 +14,8 @@ together), 0 where their effects add.
 With --rerun DIR2, a parametrization's trials at WIDTH that DIR2 holds (a re-run of some of DIR's, the same trial
 ids, by other code or on another GPU kind: studies/recheck.py) stand in for DIR's, so that the variants DIR ran
 later are paired with their baseline as re-run beside them.
+Where the sides' trials record different GPUs or code (or one side none: trials from before the record named them),
+a line after the table says so: a shift common to one side's seeds is not in these intervals.
 
     python3 studies/paired_gap.py DIR A B WIDTH [EA EB] [--train] [--minus C D] [--rerun DIR2]
     e.g. studies/gdn-sgd-noclip/sweep gdn-mup gdn-mup-nosqrtd 1024
@@ -96,6 +98,20 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
     return table.sort("at")
 
 
+def provenance(trials: pl.DataFrame, names: list[str], width: int) -> dict[str, list[str]]:
+    """Each parametrization's distinct "GPU, code" among its finished trials at `width` ("not recorded" for a trial
+    whose record names neither, as before the record kept them)."""
+    ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width)
+    out = {}
+    for name in names:
+        rows = ok.filter(pl.col("parametrization") == name)
+        gpu = rows["gpu_name"] if "gpu_name" in rows.columns else pl.Series([None] * rows.height)
+        code = rows["code"] if "code" in rows.columns else pl.Series([None] * rows.height)
+        out[name] = sorted({"not recorded" if g is None and c is None else f"{g or 'GPU not recorded'}, code {c or '?'}"
+                            for g, c in zip(gpu.to_list(), code.to_list())})
+    return out
+
+
 def with_rerun(trials: pl.DataFrame, rerun: pl.DataFrame, width: int) -> pl.DataFrame:
     """`trials` with each parametrization's trials at `width` that `rerun` holds taken from `rerun` instead."""
     again = rerun.filter(pl.col("width") == width)
@@ -163,6 +179,11 @@ def main(argv: list[str]) -> None:
         spread += f" (seeds and {r['batches']} validation batches)" if r["batches"] else ""
         print(f"| {r['log2_lr']} | {r['at']} | {', '.join(map(str, r['seeds']))} | "
               f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.4f}{spread} |")
+    made = provenance(trials, [a, b, *(minus or ())], width)
+    if len({tuple(v) for v in made.values()}) > 1:
+        sides = "; ".join(f"{n}: {' + '.join(v)}" for n, v in made.items())
+        print(f"the sides trained on different GPUs or code ({sides}): a shift common to one side's seeds is not in "
+              "these intervals (studies/gdn-adamw-8l/recheck.md)")
 
 
 if __name__ == "__main__":
