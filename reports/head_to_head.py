@@ -17,9 +17,13 @@ diverge in different seeds, or both in one). `better` reads the interval: "a" or
 where it holds 0, null without an interval (and, with ±inf, the one that did not diverge).
 `edge_a`, `edge_b` (own best only): "low" or "high" where that side's best grid LR is its grid's lowest or highest
 (the optimum table's `edge`), so its own best may lie beyond what ran and the comparison is provisional.
+`same_gpu`, `same_code`: whether the paired trials of the two sides name the same GPU models, and the same code
+fingerprints (scaling.code: any edit of the sources changes it, a kernel rewrite as a new parametrization table), in
+their records (a record naming none counts as one value, "not recorded"), null without a pair. Where false, a shift
+common to one side's seeds is not in the interval; the summary's line names different GPUs.
 
     head_to_head(losses, optima) -> optimizer, width, a, b, at, lr_a, lr_b, n_seeds, diff, diff_lo, diff_hi, better,
-                                    val_batches, edge_a, edge_b
+                                    val_batches, edge_a, edge_b, same_gpu, same_code
 """
 from __future__ import annotations
 
@@ -34,25 +38,40 @@ from .intervals import mean_interval, seed_batch_interval
 SCHEMA = {"optimizer": pl.String, "width": pl.Int64, "a": pl.String, "b": pl.String, "at": pl.String,
           "lr_a": pl.Float64, "lr_b": pl.Float64, "n_seeds": pl.Int64, "diff": pl.Float64, "diff_lo": pl.Float64,
           "diff_hi": pl.Float64, "better": pl.String, "val_batches": pl.Int64, "edge_a": pl.String,
-          "edge_b": pl.String}
+          "edge_b": pl.String, "same_gpu": pl.Boolean, "same_code": pl.Boolean}
 BATCHES = "val_batch_losses"  # the trial record's final validation loss on each batch (JSON text in trials)
+PROVENANCE = ("gpu_name", "code")  # what the trial record says trained it (null: not recorded, as in older records)
+
+
+def provenance(trials: pl.DataFrame, columns: tuple[str, ...] = PROVENANCE) -> set[tuple]:
+    """The distinct values of `columns` (default (gpu_name, code)) in `trials`' records, None for what a record (or
+    the table) does not name."""
+    return set(trials.select((pl.col(c) if c in trials.columns else pl.lit(None)).alias(c) for c in columns)
+               .iter_rows())
 
 
 def paired(losses: pl.DataFrame, a: tuple[str, str, int, float], b: tuple[str, str, int, float],
            batches: bool = False) -> dict:
-    """n_seeds, diff, diff_lo, diff_hi, better, val_batches for a − b, a and b each (parametrization, optimizer,
-    width, lr); `batches`: the losses are the final validation loss, whose per-batch values the interval may use."""
-    def at(key: tuple[str, str, int, float], column: str) -> dict[int, object]:
+    """n_seeds, diff, diff_lo, diff_hi, better, val_batches, same_gpu, same_code for a − b, a and b each
+    (parametrization, optimizer, width, lr); `batches`: the losses are the final validation loss, whose per-batch
+    values the interval may use."""
+    def rows_of(key: tuple[str, str, int, float]) -> pl.DataFrame:
         p, o, w, lr = key
-        rows = losses.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o) & (pl.col("width") == w)
+        return losses.filter((pl.col("parametrization") == p) & (pl.col("optimizer") == o) & (pl.col("width") == w)
                              & (pl.col("lr") == lr))
+
+    def at(key: tuple[str, str, int, float], column: str) -> dict[int, object]:
+        rows = rows_of(key)
         return dict(zip(rows["seed"].to_list(), rows[column].to_list()))
 
     la, lb = at(a, "loss"), at(b, "loss")
     seeds = sorted(set(la) & set(lb))
     d = np.array([la[s] - lb[s] for s in seeds], dtype=float)
+    paired_rows = [rows_of(key).filter(pl.col("seed").is_in(seeds)) for key in (a, b)]
+    same = {f"same_{what}": provenance(paired_rows[0], (column,)) == provenance(paired_rows[1], (column,))
+            if seeds else None for what, column in (("gpu", "gpu_name"), ("code", "code"))}
     out = {"n_seeds": len(seeds), "diff": None, "diff_lo": None, "diff_hi": None, "better": None,
-           "val_batches": None}
+           "val_batches": None} | same
     infinite = d[np.isinf(d)]
     if not seeds or np.isnan(d).any() or len(set(np.sign(infinite))) > 1:  # NaN: both diverged in a seed
         return out
@@ -117,7 +136,8 @@ def head_to_head(losses: pl.DataFrame, optima: pl.DataFrame) -> pl.DataFrame:
 
 def describe(row: dict) -> str:
     """One line: "at width 1024, base LR: sp − gdn-mup = +0.025 [+0.015, +0.036] nats, 3 seeds: gdn-mup lower",
-    and where a side's own best is on its grid's edge "(provisional: sp's best is its grid's high LR)"."""
+    and where a side's own best is on its grid's edge "(provisional: sp's best is its grid's high LR)", where the
+    sides' records name different GPU models "(the sides' records name different GPUs)"."""
     if row["diff"] is None:
         return f"at width {row['width']}, {row['at']}: {row['a']} vs {row['b']}: no seed ran both"
     spread = (f" [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]" if row["diff_lo"] is not None else "")
@@ -127,5 +147,6 @@ def describe(row: dict) -> str:
     edges = [f"{row[side]}'s best is its grid's {row[f'edge_{side}']} LR" for side in ("a", "b")
              if row.get(f"edge_{side}")]
     provisional = f" (provisional: {', '.join(edges)})" if edges else ""
+    apart = " (the sides' records name different GPUs)" if row.get("same_gpu") is False else ""
     return (f"at width {row['width']}, {row['at']}: {row['a']} − {row['b']} = {row['diff']:+.3f}{spread} nats, "
-            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}{batches}: {winner}{provisional}")
+            f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}{batches}: {winner}{provisional}{apart}")

@@ -29,6 +29,7 @@ import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
 from deltamup.reports.head_to_head import BATCHES, batch_differences
+from deltamup.reports.head_to_head import provenance as origins
 from deltamup.reports.intervals import mean_interval, seed_batch_interval
 
 TRAIN_STEPS = (100, 300, 600, 900)  # --train: the windows' last steps, and the trials' last
@@ -99,17 +100,13 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
 
 
 def provenance(trials: pl.DataFrame, names: list[str], width: int) -> dict[str, list[str]]:
-    """Each parametrization's distinct "GPU, code" among its finished trials at `width` ("not recorded" for a trial
-    whose record names neither, as before the record kept them)."""
+    """Each parametrization's distinct "GPU, code" among its finished trials at `width` (reports.head_to_head's
+    provenance; "not recorded" for a trial whose record names neither, as before the record kept them)."""
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width)
-    out = {}
-    for name in names:
-        rows = ok.filter(pl.col("parametrization") == name)
-        gpu = rows["gpu_name"] if "gpu_name" in rows.columns else pl.Series([None] * rows.height)
-        code = rows["code"] if "code" in rows.columns else pl.Series([None] * rows.height)
-        out[name] = sorted({"not recorded" if g is None and c is None else f"{g or 'GPU not recorded'}, code {c or '?'}"
-                            for g, c in zip(gpu.to_list(), code.to_list())})
-    return out
+    return {name: sorted("not recorded" if gpu is None and code is None
+                         else f"{gpu or 'GPU not recorded'}, code {code or 'not recorded'}"
+                         for gpu, code in origins(ok.filter(pl.col("parametrization") == name)))
+            for name in names}
 
 
 def with_rerun(trials: pl.DataFrame, rerun: pl.DataFrame, width: int) -> pl.DataFrame:

@@ -76,6 +76,29 @@ def test_an_own_best_on_its_grids_edge_is_marked_provisional():
     assert "provisional" not in describe(base) and "provisional" not in describe(inside)
 
 
+def test_a_pair_whose_sides_trained_on_different_gpus_or_code_says_so():
+    """same_gpu and same_code compare the GPU models and code the paired trials' records name (a record naming
+    neither, as before the record kept them, counts as one value): a shift common to one side's seeds is not in the
+    interval, and the summary's line names different GPUs."""
+    noise = [0.0, 0.003, -0.002]
+    trials = losses(surface("a", 256, 2e-3, 0.0, noise) + surface("b", 256, 2e-3, 0.01, noise))
+    (row,) = head_to_head(trials).iter_rows(named=True)  # neither side's records name them
+    assert row["same_gpu"] is True and row["same_code"] is True
+    named = trials.with_columns(pl.lit("H100").alias("gpu_name"), pl.lit("c0de").alias("code"))
+    (row,) = head_to_head(named).iter_rows(named=True)
+    assert row["same_gpu"] is True and row["same_code"] is True and "different GPUs" not in describe(row)
+    for later in (pl.when(pl.col("parametrization") == "b").then(pl.lit("H200")).otherwise(pl.col("gpu_name")),
+                  pl.when((pl.col("parametrization") == "b") & (pl.col("seed") == 2)).then(None)
+                  .otherwise(pl.col("gpu_name"))):  # one side on another GPU kind; one seed of it not recorded
+        (row,) = head_to_head(named.with_columns(later.alias("gpu_name"))).iter_rows(named=True)
+        assert row["same_gpu"] is False and row["same_code"] is True
+        assert row["better"] == "a"  # a − b = −0.01 on every seed
+        assert describe(row).endswith("(the sides' records name different GPUs)")
+    (row,) = head_to_head(named.with_columns(pl.when(pl.col("parametrization") == "a").then(pl.lit("0ther"))
+                                             .otherwise(pl.col("code")).alias("code"))).iter_rows(named=True)
+    assert row["same_gpu"] is True and row["same_code"] is False and "different GPUs" not in describe(row)
+
+
 def test_the_validation_batches_interval_holds_the_mean_where_the_seeds_alone_do_not():
     """3 seeds × 16 validation batches with a batch effect common to the seeds (the same batches for every trial):
     the interval over the seeds' means misses the true difference 0 far more often than 10%; seed_batch_interval
