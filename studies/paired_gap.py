@@ -28,8 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from deltamup.reports.analysis import horizons, load_sweep
-from deltamup.reports.head_to_head import BATCHES, batch_differences
-from deltamup.reports.head_to_head import provenance as origins
+from deltamup.reports.head_to_head import BATCHES, batch_differences, provenance
 from deltamup.reports.intervals import mean_interval, seed_batch_interval
 
 TRAIN_STEPS = (100, 300, 600, 900)  # --train: the windows' last steps, and the trials' last
@@ -99,13 +98,13 @@ def gaps(trials: pl.DataFrame, a: str, b: str, width: int, lrs: tuple[int, int] 
     return table.sort("at")
 
 
-def provenance(trials: pl.DataFrame, names: list[str], width: int) -> dict[str, list[str]]:
+def trained_by(trials: pl.DataFrame, names: list[str], width: int) -> dict[str, list[str]]:
     """Each parametrization's distinct "GPU, code" among its finished trials at `width` (reports.head_to_head's
     provenance; "not recorded" for a trial whose record names neither, as before the record kept them)."""
     ok = trials.filter(pl.col("status") == "ok", pl.col("width") == width)
     return {name: sorted("not recorded" if gpu is None and code is None
                          else f"{gpu or 'GPU not recorded'}, code {code or 'not recorded'}"
-                         for gpu, code in origins(ok.filter(pl.col("parametrization") == name)))
+                         for gpu, code in provenance(ok.filter(pl.col("parametrization") == name)))
             for name in names}
 
 
@@ -176,7 +175,7 @@ def main(argv: list[str]) -> None:
         spread += f" (seeds and {r['batches']} validation batches)" if r["batches"] else ""
         print(f"| {r['log2_lr']} | {r['at']} | {', '.join(map(str, r['seeds']))} | "
               f"{', '.join(f'{d:+.3f}' for d in r['a_minus_b'])} | {r['mean']:+.4f}{spread} |")
-    made = provenance(trials, [a, b, *(minus or ())], width)
+    made = trained_by(trials, [a, b, *(minus or ())], width)
     if len({tuple(v) for v in made.values()}) > 1:
         sides = "; ".join(f"{n}: {' + '.join(v)}" for n, v in made.items())
         print(f"the sides trained on different GPUs or code ({sides}): a shift common to one side's seeds is not in "

@@ -253,12 +253,12 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
     assert crossed["seeds"].to_list() == [[0, 1], [0, 1]]  # b's diverged seed is at 2^-5, not in this pair
     assert crossed["a_minus_b"].to_list() == [[round(0.5 + 2.0**-5 - 2.0**-6, 3)] * 2] * 2
     assert module.gaps(pl.DataFrame(rows), "a", "b", 256, lrs=(-4, -4)).is_empty()  # b never ran 2^-4
-    # where the sides' records name different GPUs or code, or one side's none, provenance tells them apart
-    assert module.provenance(pl.DataFrame(rows), ["a", "b"], 256) == {"a": ["not recorded"], "b": ["not recorded"]}
+    # where the sides' records name different GPUs or code, or one side's none, trained_by tells them apart
+    assert module.trained_by(pl.DataFrame(rows), ["a", "b"], 256) == {"a": ["not recorded"], "b": ["not recorded"]}
     named = pl.DataFrame(rows).with_columns(
         pl.when(pl.col("parametrization") == "a").then(pl.lit("H100")).alias("gpu_name"),
         pl.when(pl.col("parametrization") == "a").then(pl.lit("c0de")).alias("code"))
-    assert module.provenance(named, ["a", "b"], 256) == {"a": ["H100, code c0de"], "b": ["not recorded"]}
+    assert module.trained_by(named, ["a", "b"], 256) == {"a": ["H100, code c0de"], "b": ["not recorded"]}
     older = pl.DataFrame([*rows, {"parametrization": "c", "width": 256, "lr": 2.0**-6, "seed": 0, "status": "ok",
                                   "val_loss": 2.0, "val_loss_h50": None}])  # a third, run before horizons were kept
     assert module.gaps(older, "a", "b", 256)["at"].to_list() == [50, 100, 50, 100]
