@@ -25,6 +25,7 @@ stderr and moved to results/quarantine/, and its trial counts as missing.
 """
 from __future__ import annotations
 
+import bisect
 import fcntl
 import json
 import os
@@ -230,7 +231,7 @@ def consolidate(out: Path) -> tuple[int, int]:
 
 
 def read_gpu_samples(out: Path) -> list[tuple[float, str, float, float]]:
-    """(unix time, gpu index, utilisation %, memory used MiB) rows from DIR/gpu.csv."""
+    """(unix time, gpu index, utilisation %, memory used MiB) rows from DIR/gpu.csv, in time order."""
     path = Path(out) / "gpu.csv"
     if not path.exists():
         return []
@@ -239,14 +240,17 @@ def read_gpu_samples(out: Path) -> list[tuple[float, str, float, float]]:
         parts = line.split(",")
         if len(parts) == 4:
             rows.append((float(parts[0]), parts[1], float(parts[2]), float(parts[3])))
-    return rows
+    return sorted(rows, key=lambda row: row[0])
 
 
 def trial_gpu_util(record: dict[str, Any], samples: list[tuple[float, str, float, float]]) -> float | None:
-    """Mean utilisation (%) of the trial's GPUs while it ran; None without GPUs or samples."""
+    """Mean utilisation (%) of the trial's GPUs while it ran; None without GPUs or samples. `samples` in time order
+    (read_gpu_samples): the trial's window is found by bisection, not a scan of every sample."""
     gpus = {str(g) for g in record.get("gpu_ids") or []}
     start, end = record.get("started_at") or 0.0, record.get("finished_at") or 0.0
-    window = [u for t, g, u, _ in samples if g in gpus and start <= t <= end]
+    first = bisect.bisect_left(samples, start, key=lambda row: row[0])
+    last = bisect.bisect_right(samples, end, key=lambda row: row[0])
+    window = [u for _, g, u, _ in samples[first:last] if g in gpus]
     return sum(window) / len(window) if window else None
 
 

@@ -211,7 +211,8 @@ def test_a_second_driver_on_the_same_sweep_fails_before_any_work(tmp_path):
 
 
 def test_trials_get_the_mean_utilisation_of_their_own_gpus_while_they_ran(tmp_path):
-    (tmp_path / "gpu.csv").write_text("9.0,0,100,1\n10.0,0,40,1\n11.0,1,90,1\n12.0,0,60,1\n13.0,0,100,1\n")
+    # out of time order, as two monitors' lines may interleave: the window is by time, whatever the file's order
+    (tmp_path / "gpu.csv").write_text("12.0,0,60,1\n9.0,0,100,1\n13.0,0,100,1\n10.0,0,40,1\n11.0,1,90,1\n")
     curve = {c: [] for c in store.CURVE_COLUMNS}
     for trial_id, gpus in (("a", ["0"]), ("b", [])):
         store.write_trial(tmp_path, {"trial_id": trial_id, "status": "ok", "gpu_ids": gpus, "started_at": 10.0,
