@@ -1,6 +1,7 @@
 """The studies' run scripts: studies/optima.py picks the next part's learning rates from the trials a sweep
 directory holds, studies/parts.sh runs a part's groups as one sweep, and every studies/*/run.sh parses and refuses
 an unknown part in one line."""
+import importlib.util
 import json
 import math
 import os
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import polars as pl
 import pytest
@@ -22,6 +24,17 @@ from deltamup.sweeps.runner import prepare_dir
 from deltamup.sweeps.trial import base_record, trial_config
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(path: str, monkeypatch: pytest.MonkeyPatch | None = None) -> ModuleType:
+    """The study script ROOT/`path` loaded as a module (with `monkeypatch`, also in sys.modules for the test, where
+    its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(f"study_{Path(path).stem}", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
 RUN_SCRIPTS = sorted(ROOT.glob("studies/*/run.sh"))
 
 
@@ -196,11 +209,7 @@ def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: 
 def norm_floor_lines(out: Path) -> dict[str, list[float]]:
     """studies/coord-checks/long/norm_floor.py's lines for one check folder (its `table`, at steps 0 and 2):
     {label: values by width}."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("norm_floor", ROOT / "studies/coord-checks/long/norm_floor.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/coord-checks/long/norm_floor.py")
     return {label.strip(): [float(v) for v in values.split(",")]
             for label, values in (line.split(": ", 1) for line in module.table(out, [0, 2]).splitlines()[1:])}
 
@@ -223,11 +232,7 @@ def test_norm_floor_reads_o_against_the_norms_effective_eps(tmp_path: Path) -> N
 def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) -> None:
     """studies/paired_gap.py: a − b for the seeds both finished at each LR and horizon; a diverged seed or an LR
     only one side ran drops out; a third parametrization without horizons leaves a and b's horizons in."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("paired_gap", ROOT / "studies/paired_gap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/paired_gap.py")
     rows = []
     for p, shift in (("a", 0.5), ("b", 0.0)):
         for lr in (2.0**-6, 2.0**-5):
@@ -314,13 +319,9 @@ def test_paired_gap_pairs_by_seed_at_each_common_lr_and_horizon(tmp_path: Path) 
 def test_noise_by_lr_pools_the_seed_spread_by_position_from_the_best_lr(tmp_path: Path) -> None:
     """studies/interval-coverage/noise_by_lr.py: each LR's seed SD goes to its place relative to its width's best
     grid LR; a cell with a diverged seed drops out; a side with too few degrees of freedom takes the fallback."""
-    import importlib.util
-
     from deltamup.reports import analysis
 
-    spec = importlib.util.spec_from_file_location("noise_by_lr", ROOT / "studies/interval-coverage/noise_by_lr.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/interval-coverage/noise_by_lr.py")
     cells = {-10: (1.10, 1.12), -9: (1.00, 1.02), -8: (1.20, 1.30)}  # the best LR in the middle
     rows = [{"parametrization": "sp", "optimizer": "adamw", "width": w, "lr": 2.0**octave, "seed": seed,
              "status": "ok", "val_loss": loss + w / 1e4}
@@ -489,11 +490,7 @@ def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
     """studies/recheck.py: a trial pairs with the same grid point and seed in the other sweep (an LR equal to 6
     digits of its log2 too, as an older rounded record's), finished on both sides; per point the mean rerun −
     original with a t interval over the seeds, none for one seed; a directory that is not a sweep is one line."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("recheck", ROOT / "studies/recheck.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/recheck.py")
 
     def trials(rows: list[tuple], code: str | None) -> pl.DataFrame:
         return pl.DataFrame([{"parametrization": p, "optimizer": "adamw", "width": 1024, "lr": lr, "seed": s,
@@ -538,8 +535,6 @@ def test_data_build_names_the_build_each_driver_run_read(tmp_path: Path) -> None
     """studies/data_build.py: a run's recorded step-0 loss, recomputed on each candidate build, names the build it
     came from (the runs here trained on a, on b, on neither), --runs checks those alone; a CORPUS that is not a
     prepared one is one line."""
-    import importlib.util
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -548,9 +543,7 @@ def test_data_build_names_the_build_each_driver_run_read(tmp_path: Path) -> None
         (tmp_path / f"{name}.txt").write_text(words * 400)
         shas[name] = prepare(text_files([str(tmp_path / f"{name}.txt")]), tmp_path / name,
                              progress=False)["tokens_sha256"][:16]
-    spec = importlib.util.spec_from_file_location("data_build", ROOT / "studies/data_build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/data_build.py")
     out = tmp_path / "sweep"
     (out / "results").mkdir(parents=True)
     base = {"kind": "gdn", "depth": 1, "heads": 1, "base_width": 16, "vocab_size": 256, "width": 16,
@@ -578,16 +571,11 @@ def test_shift_sensitivity_moves_one_cell_and_brackets_the_measured_slope(tmp_pa
     """studies/interval-coverage/shift_sensitivity.py: a shift moves every seed of one (width, LR) cell and nothing
     else; a vanishing shift leaves the slope where it was measured, a larger one spreads it around it; bad input is
     one line and a non-zero exit."""
-    import importlib.util
-
     from test_analysis import surface_spec, surface_trials, write_sweep
 
     from deltamup.reports import analysis
 
-    spec = importlib.util.spec_from_file_location("shift_sensitivity",
-                                                  ROOT / "studies/interval-coverage/shift_sensitivity.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies/interval-coverage/shift_sensitivity.py")
     trials = surface_trials({"sp": -0.5, "gdn-mup": 0.0}, seeds=3, noise=0.002).filter(  # two widths, six LRs
         pl.col("width").is_in([256, 1024]), pl.col("lr").is_between(2.0**-10, 2.0**-5))
     moved = module.shifted(trials, "val_loss", {"parametrization": "sp", "optimizer": "adamw", "width": 1024,
@@ -618,13 +606,9 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
     """studies/interval-coverage/coverage.py --conditional: every width's interval falls in one bin of its width, and
     every slope's in one of its own; the bins' shares add up to all and their coverages, weighted by share, to the
     overall one; quieter trials give narrower intervals."""
-    import importlib.util
     import math
 
-    spec = importlib.util.spec_from_file_location("interval_coverage", ROOT / "studies/interval-coverage/coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = script("studies/interval-coverage/coverage.py", monkeypatch)
     quiet, noisy = (module.run_conditional(module.Setting(name, 0.012, 0.0, scatter, 3), 12)
                     for name, scatter in (("quiet", 0.002), ("noisy", 0.012)))
     for row in (quiet, noisy):

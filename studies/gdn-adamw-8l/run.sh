@@ -65,7 +65,7 @@
 #              re-run's best fell on recheck-256's high edge), 2^-9 and 2^-7 at 1024 beside recheck's 2^-8, seeds 0–2:
 #              its drift from 256 to 1024 on one GPU kind and code
 #       recheck-2048  GDN-µP at width 2048, 2^-9 … 2^-7, seeds 0–2, re-run the same way into DIR-recheck: its trials
-#              there ran on H200s by the code of 2026-11-30, naive µP's and the code variant's beside them on an
+#              there ran on H200s by the study's first code, naive µP's and the code variant's beside them on an
 #              H100 by later code; paired with these, their gaps at 2048 compare one GPU kind and code
 #       recheck-h200  GDN-µP at width 256, 2^-10 … 2^-7, seeds 0–2, by the code at hand on an H200 (it refuses any
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
