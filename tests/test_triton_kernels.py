@@ -8,6 +8,7 @@ DeltaProduct n_h = 2, 3, 4 (gated or not, chunks that end mid-token).
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -206,9 +207,10 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
     chunk end), and with q, k normalised inside. The fused forms compute with other tiles and in another order: the
     interpreter's products (numpy's matmul) sum in an order that follows the operands' shapes, so last bits may
     differ (1.8e-7 with numpy 2.4); on an H200 FUSE_O's came out bit for bit. The split twins (BV 64) are not among
-    the launcher's candidates (they never won on a GPU): the test offers them beside the fused ones."""
+    the launcher's candidates (they never won on a GPU): the test offers them beside the fused ones. In the
+    interpreter, fused candidates that differ only in stages or warps run once (selfcheck.run_as)."""
     from deltamup.kernels.triton import chunk_fwd as forward
-    from deltamup.kernels.triton import tuning
+    from deltamup.kernels.triton import selfcheck, tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
     _nan_wu_buffers(monkeypatch)
@@ -222,8 +224,8 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
     fused = [i for i, c in enumerate(configs) if any(f.startswith("FUSE_") for f in c)]
     assert {"FUSE_O", "FUSE_U", "FUSE_W"} <= {f for i in fused for f in configs[i]}
     assert any(set(configs[i]) >= {"FUSE_O", "FUSE_U", "FUSE_W"} for i in fused)
-    splits = {}
-    for i in fused:
+    splits, shares = {}, selfcheck.run_as(configs)
+    for i in dict.fromkeys(shares[i] for i in fused):  # those that compute differently here
         twin = configs.index({k: v for k, v in configs[i].items() if not k.startswith("FUSE_")}
                              | dict(num_stages=2))  # stages: ignored here, and no split config has one
         if twin not in splits:
@@ -246,8 +248,9 @@ def test_fused_state_candidates_give_the_split_forward(T_tok, K, V, nh, norm, mo
 def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, monkeypatch):
     """chunk_fwd without save (what the entry points run where no gradient is wanted): only FUSE_O candidates, no
     output pass, no h, v_new or w kept (and w not written where the walk forms it: a buffer of NaNs here), and each
-    candidate gives the saving forward's o and final state; the saving forward's h_all is what it does not store."""
-    from deltamup.kernels.triton import tuning
+    candidate gives the saving forward's o and final state (in the interpreter, each that computes differently:
+    selfcheck.run_as); the saving forward's h_all is what it does not store."""
+    from deltamup.kernels.triton import selfcheck, tuning
     from deltamup.kernels.triton.chunk_fwd import chunk_fwd
 
     _nan_wu_buffers(monkeypatch)
@@ -258,10 +261,10 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
         chunk_fwd(*args, save=False)
     configs = pin.seen["chunk_state_fwd_kernel"]
     assert configs and all(c.get("FUSE_O") for c in configs) and any(c.get("FUSE_W") for c in configs)
-    for i, config in enumerate(configs):
+    for i in dict.fromkeys(selfcheck.run_as(configs)):  # those that compute differently here
         with tuning.pinned("chunk_state_fwd_kernel", i) as pin:
             o, ht, kept = chunk_fwd(*args, save=False)
-        assert "chunk_o_fwd_kernel" not in pin.launched and set(kept) == {"G", "Tinv", "Aqk"}, config
+        assert "chunk_o_fwd_kernel" not in pin.launched and set(kept) == {"G", "Tinv", "Aqk"}, configs[i]
         assert_close({"o": o, "ht": ht}, {"o": o_saved.double(), "ht": ht_saved.double()}, 1e-6)
 
 
@@ -453,18 +456,21 @@ def test_kernels_check_passes_a_config_that_does_not_fit(monkeypatch, capsys):
 
     launch_pinned = tuning._launch_pinned
 
-    def overflow_candidate_1(pin, name, configs, fallbacks, run):
-        if name == pin.kernel == "chunk_o_fwd_kernel" and pin.index == 1:
+    def overflow_candidate_0(pin, name, configs, fallbacks, run):
+        if name == pin.kernel == "chunk_o_fwd_kernel" and pin.index == 0:
             raise OutOfResources(296_460, 232_448, "shared memory")
         launch_pinned(pin, name, configs, fallbacks, run)
 
-    monkeypatch.setattr(tuning, "_launch_pinned", overflow_candidate_1)
+    monkeypatch.setattr(tuning, "_launch_pinned", overflow_candidate_0)
     argv = ["kernels", "check", "--head-dims", "64x64", "--kernel", "chunk_o_fwd_kernel", "--shape", "1,70,1",
             "--dtype", "fp32"]  # fp32 on a GPU as well, where the default is bf16 and its bar 1e-2
     assert main(argv) == 0
     out = capsys.readouterr().out
-    rows = [line.split(None, 7) for line in out.splitlines() if line.startswith("64 ")]
-    assert [(r[3], r[5], r[7].strip()) for r in rows] == [("0", rows[0][5], "yes"), ("1", "–", "does not fit")]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.startswith("64 ")]
+    # (in the interpreter candidate 1 differs from 0 only in its warps; 0 never ran, so 1 runs itself)
+    run = (lambda i: [i]) if DEVICE == "cpu" else (lambda i: [])  # the interpreter's `run` column
+    assert [(r[3], r[5], r[7], *r[8:]) for r in rows] == [("0", "–", "does not fit", *run("0")),
+                                                         ("1", rows[1][5], "yes", *run("1"))]
     assert "1 of 2 configs within 0.0001 of fp64" in out and "1 do not fit" in out
 
 
@@ -786,6 +792,27 @@ def test_every_short_conv_config_is_correct(group, taps):
     assert pin.launched == {"short_conv_fwd_kernel": [short_conv.FWD_CONFIGS[0]],
                             "short_conv_bwd_kernel": [short_conv.BWD_CONFIGS[0]],
                             "short_conv_dx_kernel": [short_conv.FWD_CONFIGS[2]]}
+
+
+def test_the_interpreter_runs_candidates_that_differ_only_in_warps_once(monkeypatch):
+    """`deltamup kernels check` in Triton's interpreter, which ignores warps and stages: a candidate that differs
+    from an earlier one only in those shares its run (reported as run_as, with its error); candidates of other tiles
+    each run. On a GPU every candidate runs."""
+    from deltamup.kernels.triton import selfcheck, short_conv
+
+    runs = []
+    errors = selfcheck.rel_errors
+    monkeypatch.setattr(selfcheck, "rel_errors", lambda got, want: runs.append(1) or errors(got, want))
+    results = selfcheck.check_short_conv(32, 0, torch.float32, (1, 20), "short_conv_fwd_kernel", device=DEVICE)
+    configs = short_conv.FWD_CONFIGS
+    tiles = list(dict.fromkeys(c["TILE"] for c in configs))
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    assert len(results) == len(configs) and len(runs) == (len(tiles) if interpreted else len(configs)) > 1
+    first_of_tile = {c["TILE"]: configs.index(c) for c in reversed(configs)}
+    for r, config in zip(results, configs):
+        ran = results[r.run_as if r.run_as is not None else r.candidate]
+        assert ran.run_as is None and ran.candidate == (first_of_tile[config["TILE"]] if interpreted else r.candidate)
+        assert (r.error, r.worst) == (ran.error, ran.worst) and r.error < 1e-4
 
 
 def test_jitted_kernels_read_only_constexpr_globals():

@@ -90,7 +90,8 @@ def run_check(args: argparse.Namespace) -> int:
     dtype = DTYPES[args.dtype] if args.dtype else (torch.bfloat16 if cuda else torch.float32)
     tolerance = args.tolerance if args.tolerance is not None else selfcheck.TOLERANCE[dtype]
     if not cuda:
-        print("no GPU: Triton's interpreter ignores warps and stages, so this checks the kernels, not the configs")
+        print("no GPU: Triton's interpreter ignores warps and stages, so this checks the kernels, not the configs "
+              "(a candidate that differs from an earlier one only in those shares its run: `run`)")
     rows, failed, unfit = [], 0, 0
     B, T, H = args.shape
     for K, V in args.head_dims:
@@ -107,7 +108,8 @@ def run_check(args: argparse.Namespace) -> int:
             unfit += not r.fits
             ok = "NO" if off else "yes" if r.fits else "does not fit"
             rows.append({"K": K, "V": V, "kernel": r.kernel, "candidate": r.candidate, "config": r.config,
-                         "max rel. error": f"{r.error:.1e}" if r.fits else "–", "worst": r.worst, "ok": ok})
+                         "max rel. error": f"{r.error:.1e}" if r.fits else "–", "worst": r.worst, "ok": ok,
+                         **({} if cuda else {"run": r.candidate if r.run_as is None else r.run_as})})
     print_table(rows)
     print(f"{len(rows) - failed - unfit} of {len(rows)} configs within {tolerance:g} of fp64 "
           f"({str(dtype).removeprefix('torch.')} inputs, B,T,H = {','.join(map(str, args.shape))})"

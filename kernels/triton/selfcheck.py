@@ -5,12 +5,15 @@ The launcher (tuning.launch) times each pass's candidates on a GPU and keeps the
 config can compile to wrong results where another is right (docs/kernels.md), and which one depends on the GPU and
 the Triton version: this runs each pass with each of its candidates in turn, every other pass at its first, and
 compares the output, the final state and every gradient with the token-by-token recurrence in fp64. On a CPU the
-interpreter ignores warps and stages, so there it checks the kernels, not the configs.
+interpreter ignores warps and stages, so there it checks the kernels, not the configs: candidates that differ only
+in those are one computation, run once and reported for each.
 """
 from __future__ import annotations
 
 import functools
 import math
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,17 +30,20 @@ TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 1e-2}  # 
 PASSES = tuple(name for module in (chunk_fwd, chunk_bwd) for name, f in vars(module).items()
                if name.endswith("_kernel") and hasattr(f, "fn"))  # @triton.jit, compiled or interpreted
 CONV_PASSES = tuple(name for name, f in vars(short_conv).items() if name.endswith("_kernel") and hasattr(f, "fn"))
+GPU_ONLY = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})  # launch options the interpreter ignores
 
 
 @dataclass(frozen=True)
 class Result:
     """One pass run with one of its candidates: the largest relative error over the outputs and which output it is.
-    A config that does not fit this GPU's shared memory has no error (nan): the launcher never runs it."""
+    A config that does not fit this GPU's shared memory has no error (nan): the launcher never runs it. In the
+    interpreter, `run_as` is the earlier candidate whose run this one shares (the two differ only in GPU_ONLY)."""
     kernel: str
     candidate: int
     config: str
     error: float
     worst: str
+    run_as: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -80,18 +86,11 @@ def check(K: int, V: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int,
     names = [kernel] if kernel is not None else list(pin.seen)
     if kernel is not None and kernel not in pin.seen:
         raise ValueError(f"{kernel} does not run at K {K}, V {V}; the passes that do: {', '.join(pin.seen)}")
-    results = []
-    for name in names:
-        for i, config in enumerate(pin.seen[name]):
-            try:
-                with tuning.pinned(name, i):
-                    errors = rel_errors(outputs(rule, x, dtype, states, states, norm, grads=grads), want)
-            except OutOfResources:
-                results.append(Result(name, i, tuning.config_text(config), math.nan, "–"))
-                continue
-            worst = max(errors, key=errors.get)
-            results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
-    return results
+
+    def errors(name: str, i: int) -> dict[str, float]:
+        with tuning.pinned(name, i):
+            return rel_errors(outputs(rule, x, dtype, states, states, norm, grads=grads), want)
+    return [result for name in names for result in _each_candidate(name, pin.seen[name], errors)]
 
 
 def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloat16, shape: tuple[int, int] = (2, 300),
@@ -116,12 +115,38 @@ def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloa
         return {"out": y.detach(), "dx": xi.grad, "dw": wi.grad}
 
     want = run(lambda x, w: short_conv_silu(x, w, "torch", group), torch.float64, torch.float64)
-    results = []
-    for name in [kernel] if kernel is not None else CONV_PASSES:
-        for i, config in enumerate(short_conv.CONFIGS[name]):
-            with tuning.pinned(name, i):
-                errors = rel_errors(run(lambda x, w: short_conv_silu(x, w, "triton", group), dtype, torch.float32),
-                                    want)
-            worst = max(errors, key=errors.get)
-            results.append(Result(name, i, tuning.config_text(config), errors[worst], worst))
+
+    def errors(name: str, i: int) -> dict[str, float]:
+        with tuning.pinned(name, i):
+            return rel_errors(run(lambda x, w: short_conv_silu(x, w, "triton", group), dtype, torch.float32), want)
+    return [result for name in ([kernel] if kernel is not None else CONV_PASSES)
+            for result in _each_candidate(name, short_conv.CONFIGS[name], errors)]
+
+
+def run_as(configs: Sequence[dict[str, int]]) -> list[int]:
+    """For each candidate, the first candidate that computes what it computes on this machine: itself on a GPU; in
+    Triton's interpreter, the first that differs from it at most in GPU_ONLY."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return list(range(len(configs)))
+    keys = [tuple(sorted((k, v) for k, v in c.items() if k not in GPU_ONLY)) for c in configs]
+    return [keys.index(key) for key in keys]
+
+
+def _each_candidate(name: str, configs: Sequence[dict[str, int]],
+                    errors: Callable[[str, int], dict[str, float]]) -> list[Result]:
+    """A Result per candidate of pass `name` from `errors(name, i)` (each output's error with candidate i pinned);
+    a candidate that computes what an earlier one did (run_as) shares its run where that one ran."""
+    results: list[Result] = []
+    for i, (config, j) in enumerate(zip(configs, run_as(configs))):
+        text = tuning.config_text(config)
+        if j < i and results[j].fits:
+            results.append(Result(name, i, text, results[j].error, results[j].worst, run_as=j))
+            continue
+        try:
+            errs = errors(name, i)
+        except OutOfResources:
+            results.append(Result(name, i, text, math.nan, "–"))
+            continue
+        worst = max(errs, key=errs.get)
+        results.append(Result(name, i, text, errs[worst], worst))
     return results
