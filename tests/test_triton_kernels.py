@@ -798,7 +798,7 @@ def test_the_interpreter_runs_candidates_that_differ_only_in_warps_once(monkeypa
     """`deltamup kernels check` in Triton's interpreter, which ignores warps and stages: a candidate that differs
     from an earlier one only in those shares its run (reported as run_as, with its error); candidates of other tiles
     each run. On a GPU every candidate runs."""
-    from deltamup.kernels.triton import selfcheck, short_conv
+    from deltamup.kernels.triton import selfcheck, short_conv, tuning
 
     runs = []
     errors = selfcheck.rel_errors
@@ -806,7 +806,8 @@ def test_the_interpreter_runs_candidates_that_differ_only_in_warps_once(monkeypa
     results = selfcheck.check_short_conv(32, 0, torch.float32, (1, 20), "short_conv_fwd_kernel", device=DEVICE)
     configs = short_conv.FWD_CONFIGS
     tiles = list(dict.fromkeys(c["TILE"] for c in configs))
-    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    interpreted = tuning.INTERPRETED
+    assert interpreted == (DEVICE == "cpu")  # the tests' conftest picks the interpreter where there is no GPU
     assert len(results) == len(configs) and len(runs) == (len(tiles) if interpreted else len(configs)) > 1
     first_of_tile = {c["TILE"]: configs.index(c) for c in reversed(configs)}
     for r, config in zip(results, configs):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -126,7 +125,7 @@ def check_short_conv(channels: int, group: int, dtype: torch.dtype = torch.bfloa
 def run_as(configs: Sequence[dict[str, int]]) -> list[int]:
     """For each candidate, the first candidate that computes what it computes on this machine: itself on a GPU; in
     Triton's interpreter, the first that differs from it at most in GPU_ONLY."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
+    if not tuning.INTERPRETED:
         return list(range(len(configs)))
     keys = [tuple(sorted((k, v) for k, v in c.items() if k not in GPU_ONLY)) for c in configs]
     return [keys.index(key) for key in keys]

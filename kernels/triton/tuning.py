@@ -241,7 +241,8 @@ def pinned(kernel: str | None = None, index: int = 0) -> Iterator[Pin]:
 # dispatcher, about 0.1 ms of host time each) the short convolutions left the GPU idle 22% of a training step
 # (benchmarks/short-conv.md). The interpreter cannot run on the fake tensors a triton_op is traced with, so under
 # TRITON_INTERPRET=1 the ops are custom_ops.
-register_op = torch.library.custom_op if os.environ.get("TRITON_INTERPRET") == "1" else torch.library.triton_op
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's CPU interpreter (chosen before triton's import)
+register_op = torch.library.custom_op if INTERPRETED else torch.library.triton_op
 
 
 def launch(kernel: Any, grid: Grid, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[dict[str, int]],
