@@ -34,6 +34,9 @@ optima — one row per (parametrization, optimizer, width):
     scatter_floor, scatter_floored   for "seeds": the seed × LR scatter σ (nats) at this width, pooled over the sweep's
                       parametrizations, that sets the least spread of the interval, and whether it set it (the
                       seeds' own bootstrap was narrower); null without it
+    scatter_own, scatter_own_dof   this parametrization's own piece of that pool: its seed × LR scatter σ (nats) at
+                      this width and its degrees of freedom; null without any (the report names a width where one
+                      group's is larger than the others' by an F test: intervals.scatter_unlike)
     best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
     log2_best_lr      log2(best_lr)
     best_loss         loss at the refined optimum (parabola value; the grid minimum where not refined)
@@ -431,7 +434,7 @@ def _with_loss_lost(table: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
 Replicates = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (p, o) → (widths (W,), log2 optima (B, W))
 INTERVAL_SCHEMA = {"best_lr_lo": pl.Float64, "best_lr_hi": pl.Float64, "interval_method": pl.String,
                    "fit_noise": pl.Float64, "fit_noise_from": pl.String, "scatter_floor": pl.Float64,
-                   "scatter_floored": pl.Boolean}
+                   "scatter_floored": pl.Boolean, "scatter_own": pl.Float64, "scatter_own_dof": pl.Int64}
 
 
 @dataclass(frozen=True)
@@ -476,8 +479,9 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
     for (p, o), group in found.group_by(GROUP, maintain_order=True):
         mine = (pl.col("parametrization") == p) & (pl.col("optimizer") == o)
         groups[(p, o)] = group, _widths(group, used.filter(mine), curves.filter(mine))
-    floors = intervals.pooled_scatter_floors((width, w) for group, widths in groups.values()
-                                             for width, w in zip(group["width"], widths))
+    own = {(p, o, width): intervals.seed_lr_scatter(w.per_seed, w.curve) for (p, o), (group, widths) in groups.items()
+           for width, w in zip(group["width"], widths)}
+    floors = intervals.pooled_scatter_floors((width, piece) for (_, _, width), piece in own.items())
     for (p, o), (group, widths) in groups.items():
         widths = [dataclasses.replace(w, scatter_floor=floors[width]) for w, width in zip(widths, group["width"])]
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
@@ -488,10 +492,12 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
             fit = w.method == "fit" or bool(intervals.thin_scatter(w, noise).any())  # σ assumed somewhere
             lo, hi = intervals.width_interval(lo, hi, edge, w)
             floor = w.scatter_floor[0] if w.method == "seeds" and w.scatter_floor[1] else None
+            mine, mine_dof = intervals.pooled_sigma([own[(p, o, width)]])
             extra.append(dict(parametrization=p, optimizer=o, width=width, best_lr_lo=2.0 ** lo, best_lr_hi=2.0 ** hi,
                               interval_method=w.method, fit_noise=noise if fit else None,
                               fit_noise_from=source if fit else None, scatter_floor=floor,
-                              scatter_floored=bool(up) if floor is not None else None))
+                              scatter_floored=bool(up) if floor is not None else None,
+                              scatter_own=mine if mine_dof else None, scatter_own_dof=mine_dof or None))
     table = table.join(pl.DataFrame(extra, schema={"parametrization": pl.String, "optimizer": pl.String,
                                                    "width": pl.Int64, **INTERVAL_SCHEMA}), on=KEYS, how="left")
     at = table.columns.index("best_lr") + 1

@@ -61,6 +61,7 @@ REPLICATES = 2000      # bootstrap replicates per (parametrization, optimizer, m
 LEVEL = 0.90           # two-sided interval level
 MIN_SEEDS = 3          # seeds a width needs for the seed bootstrap (fewer: the fit bootstrap)
 NOISE_FLOOR = 0.01     # nats: the smallest seed noise a single-seed fit is assumed to have
+UNLIKE_P = 0.01        # the F test's level at which one group's seed × LR scatter is not the others' (scatter_unlike)
 NORMAL = NormalDist()
 Z = NORMAL.inv_cdf(1 - (1 - LEVEL) / 2)  # the two-sided LEVEL quantile of the normal: 1.645
 WINDOW = 5             # grid points around the optimum for the residual estimate of σ
@@ -346,18 +347,80 @@ def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generat
     return out
 
 
-def pooled_scatter_floors(widths: Iterable[tuple[int, Width]]) -> dict[int, tuple[float, int]]:
-    """Each model width's seed × LR scatter (σ nats, degrees of freedom): `seed_lr_scatter` of every (model width,
-    Width) given, one per group (parametrization × optimizer) that ran it, pooled per model width. Pooled across
-    the groups, not the widths: the studies' scatter grows with width."""
+def pooled_scatter_floors(pieces: Iterable[tuple[int, tuple[float, int]]]) -> dict[int, tuple[float, int]]:
+    """Each model width's seed × LR scatter (σ nats, degrees of freedom) from (model width, `seed_lr_scatter`) pieces,
+    one per group (parametrization × optimizer) that ran it, pooled per model width. Pooled across the groups, not
+    the widths: the studies' scatter grows with width."""
     parts: dict[int, list[tuple[float, int]]] = {}
-    for width, w in widths:
-        parts.setdefault(width, []).append(seed_lr_scatter(w.per_seed, w.curve))
-    out = {}
-    for width, pieces in parts.items():
-        dof = sum(d for _, d in pieces)
-        out[width] = (float(np.sqrt(sum(s for s, _ in pieces) / dof)), dof) if dof else (0.0, 0)
-    return out
+    for width, piece in pieces:
+        parts.setdefault(width, []).append(piece)
+    return {width: pooled_sigma(pieces) for width, pieces in parts.items()}
+
+
+def pooled_sigma(pieces: Iterable[tuple[float, int]]) -> tuple[float, int]:
+    """(σ, dof) of (sum of squares, dof) pieces pooled; (0.0, 0) without degrees of freedom."""
+    pieces = list(pieces)
+    dof = sum(d for _, d in pieces)
+    return (float(np.sqrt(sum(s for s, _ in pieces) / dof)), dof) if dof else (0.0, 0)
+
+
+@dataclass(frozen=True)
+class Unlike:
+    """A group whose seed × LR scatter at one width is larger than the other groups' pooled: an F test of its
+    variance against theirs (one-sided, Bonferroni over the groups), which the pooled scatter floor assumes away."""
+    group: str
+    sigma: float       # nats, the group's own
+    dof: int
+    rest_sigma: float  # nats, the other groups' pooled
+    rest_dof: int
+    f: float
+    p: float
+
+
+def scatter_unlike(groups: dict[str, tuple[float, int]], level: float = UNLIKE_P) -> Unlike | None:
+    """Of the groups at one width ({name: (σ nats, dof)}), the one with the largest σ where its variance exceeds the
+    others' pooled at significance `level` (one-sided F test, its p times the number of groups that had a chance
+    to be the largest); None where none does or fewer than two have degrees of freedom."""
+    have = {g: sd for g, sd in groups.items() if sd[1] > 0}
+    if len(have) < 2:
+        return None
+    top = max(have, key=lambda g: have[g][0])
+    sigma, dof = have[top]
+    rest_sigma, rest_dof = pooled_sigma((s ** 2 * d, d) for g, (s, d) in have.items() if g != top)
+    if rest_sigma == 0.0:
+        return None
+    f = (sigma / rest_sigma) ** 2
+    p = min(1.0, f_survival(f, dof, rest_dof) * len(have))  # Bonferroni: the largest of len(have) was picked
+    return Unlike(top, sigma, dof, rest_sigma, rest_dof, f, p) if p < level else None
+
+
+def f_survival(f: float, d1: int, d2: int) -> float:
+    """P(F > f) for Snedecor's F with (d1, d2) degrees of freedom: I_x(d2/2, d1/2) at x = d2 / (d2 + d1 f)."""
+    return _incomplete_beta(d2 / (d2 + d1 * f), d2 / 2, d1 / 2) if f > 0 else 1.0
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (Lentz's continued fraction, to 1e-12)."""
+    if x <= 0.0 or x >= 1.0:
+        return float(x >= 1.0)
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast below the mean
+        return 1.0 - _incomplete_beta(1.0 - x, b, a)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+
+    def nonzero(v: float) -> float:
+        return v if abs(v) > tiny else tiny
+    c, d = 1.0, 1.0 / nonzero(1.0 - (a + b) * x / (a + 1))
+    value = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 / nonzero(1.0 + num * d)
+            c = nonzero(1.0 + num / c)
+            value *= c * d
+        if abs(c * d - 1.0) < 1e-12:
+            break
+    return front * value
 
 
 def with_scatter_floor(widths: list[Width], replicates: np.ndarray,

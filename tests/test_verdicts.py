@@ -138,7 +138,8 @@ def test_the_scatter_floor_holds_the_optimum_where_three_seeds_agreed_by_chance(
         groups = [intervals.Width(x, y, y.mean(0), np.full(4, 3), 3, "seeds")
                   for y in (1 + 0.012 * (x - t) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, 4))
                             for t in truths)]
-        floor = intervals.pooled_scatter_floors((256, w) for w in groups)[256]
+        floor = intervals.pooled_scatter_floors((256, intervals.seed_lr_scatter(w.per_seed, w.curve))
+                                                for w in groups)[256]
         width = dataclasses.replace(groups[0], scatter_floor=floor)
         point = intervals.vertices(x, width.curve).x[0]
         alone = intervals.replicate_optima([width], 0.01, rng, rng)
@@ -155,7 +156,8 @@ def test_the_scatter_floor_holds_the_optimum_where_three_seeds_agreed_by_chance(
 
 def test_a_widths_scatter_floor_pools_over_the_sweeps_parametrizations() -> None:
     """optima.csv names the scatter floor's σ of each 3-seed width, the same for every parametrization at that width
-    (the scatter of both pooled), and whether it set the interval; a 1-seed width has none."""
+    (the scatter of both pooled), each one's own piece of it, and whether it set the interval; a 1-seed width has
+    none."""
     trials = surface_trials({"a": 0.0, "b": -1.0}, seeds=3, noise=0.006, rng_seed=1)
     est = analysis.estimate(trials, "val_loss")
     for w in WIDTHS:
@@ -167,6 +169,9 @@ def test_a_widths_scatter_floor_pools_over_the_sweeps_parametrizations() -> None
             parts.append(intervals.seed_lr_scatter(y, y.mean(0)))
         sigma = math.sqrt(sum(ss for ss, _ in parts) / sum(d for _, d in parts))
         assert rows["scatter_floor"].to_list() == pytest.approx([sigma, sigma])
+        mine = rows.sort("parametrization")
+        assert mine["scatter_own"].to_list() == pytest.approx([math.sqrt(ss / d) for ss, d in parts])
+        assert mine["scatter_own_dof"].to_list() == [d for _, d in parts]
         assert rows["scatter_floored"].dtype == pl.Boolean and rows["scatter_floored"].null_count() == 0
     single = analysis.estimate(surface_trials({"a": 0.0}, seeds=1, noise=0.006), "val_loss").optima
     assert single["scatter_floor"].null_count() == single["scatter_floored"].null_count() == len(single)
@@ -185,6 +190,37 @@ def test_the_summary_names_the_widths_the_scatter_floor_set(tmp_path: Path) -> N
     text = interpretation(a)
     named = set(re.findall(r"([\w-]+)/adamw @(\d+)", text.split("scatter floor) at: ")[1].split(".")[0]))
     assert named == {(r["parametrization"], str(r["width"])) for r in raised.iter_rows(named=True)}
+
+
+def test_the_f_survival_matches_the_tables_critical_values() -> None:
+    """P(F > f) at the 5% and 1% points of Snedecor's F in the printed tables, and at the median of F(30, 30)."""
+    for f, d1, d2, p in ((3.8379, 4, 8, 0.05), (7.0061, 4, 8, 0.01), (4.9646, 1, 10, 0.05), (3.3682, 10, 20, 0.01),
+                         (1.0, 30, 30, 0.5)):
+        assert intervals.f_survival(f, d1, d2) == pytest.approx(p, rel=1e-3)
+    assert intervals.f_survival(0.5, 2, 2) == pytest.approx(2 / 3)  # F(2, 2): P(F > f) = 1 / (1 + f)
+
+
+def test_the_summary_names_the_width_where_one_parametrization_scatters_more(tmp_path: Path) -> None:
+    """Three parametrizations with seeds; one scatters ten times the others at every width: the optima name each
+    one's own scatter, the summary names every width with that parametrization and its F test, and with all three
+    alike it names none."""
+    from deltamup.reports.interpretation import interpretation, scatters_unlike
+
+    def sweep(noise_mup: float, name: str) -> analysis.Analysis:
+        trials = pl.concat([surface_trials({"mup": 0.0}, seeds=3, noise=noise_mup, rng_seed=1),
+                            surface_trials({"sp": 0.0}, seeds=3, noise=0.004, rng_seed=2),
+                            surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.004, rng_seed=3)])
+        return analysis.analyze(write_sweep(tmp_path / name, trials, surface_spec(trials)))
+
+    unlike = sweep(0.04, "unlike")
+    own = unlike.optima.filter(pl.col("parametrization") == "mup")
+    assert (own["scatter_own"] > unlike.optima.filter(pl.col("parametrization") != "mup")["scatter_own"].max()).all()
+    named = scatters_unlike(unlike)
+    assert [int(re.match(r"@(\d+): mup/adamw ", n).group(1)) for n in named] == sorted(WIDTHS)
+    assert all("p = " in n and "the pool" in n for n in named)
+    assert "one scatters more than the others" in interpretation(unlike)
+    alike = sweep(0.004, "alike")
+    assert scatters_unlike(alike) == [] and "one scatters more" not in interpretation(alike)
 
 
 def test_three_seeds_at_seed_0s_best_alone_still_give_an_interval_that_holds_the_optimum(monkeypatch) -> None:
