@@ -15,6 +15,10 @@ setting's tail (share, d) adds ± d to each trial's e with probability share (tr
 
     python3 studies/interval-coverage/coverage.py [--sims 400] [--out studies/interval-coverage/coverage.md]
 
+With --groups N, N parametrizations per sweep under the same noise, whose seed × LR scatter the report's floor
+pools (counted on the first); with --noisy-neighbour F as well, the second scatters F times the others (a pool that
+does not scatter alike, as naive µP's seeds at width 2048 in the 8-layer study: about 7×).
+
 Prints one row per setting: how often each width's 90% interval holds x*_w, how often the slope's holds the true
 slope, and the verdicts' frequencies at a true slope of 0 and of +0.35; then how often the 5th–95th percentiles of
 the same bootstrap replicates would have held them (the rule the seed intervals do not use).
@@ -129,15 +133,16 @@ SETTINGS = [
 ]
 
 
-def simulate(setting: Setting, slope: float, rng: np.random.Generator, groups: int = 1
+def simulate(setting: Setting, slope: float, rng: np.random.Generator, pool: tuple[float, ...] = (1.0,)
              ) -> tuple[pl.DataFrame, np.ndarray]:
     """One sweep's trials (the columns analysis.estimate reads) and the true log2 optima per width (W,) of its
-    parametrization "p". With groups > 1, parametrizations "p1", "p2", … beside it, each its own optimum and seeds'
-    offsets under the same noise: a study's other parametrizations, whose seed × LR scatter the report's floor pools
-    with p's (reports/intervals.py, with_scatter_floor)."""
+    parametrization "p". `pool`: each parametrization's trial scatter as a multiple of the setting's σ, p's first;
+    with more than one, parametrizations "p1", "p2", … beside p, each its own optimum and seeds' offsets: a study's
+    other parametrizations, whose seed × LR scatter the report's floor pools with p's (reports/intervals.py,
+    with_scatter_floor)."""
     lrs = np.array(setting.log2_lrs)
     rows, truths = [], []
-    for g in range(groups):
+    for g, factor in enumerate(pool):
         base = rng.uniform(*setting.truth)
         truths.append(base + slope * np.log2(np.array(WIDTHS) / WIDTHS[0]))
         offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
@@ -145,17 +150,17 @@ def simulate(setting: Setting, slope: float, rng: np.random.Generator, groups: i
             u = lrs - x_star
             bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
             for s in range(setting.seeds):
-                losses = 1.0 + bowl + offsets[s] + trial_scatter(setting.scatter, setting.tail, len(u), rng)
+                losses = 1.0 + bowl + offsets[s] + trial_scatter(setting.scatter * factor, setting.tail, len(u), rng)
                 rows += [dict(parametrization=f"p{g or ''}", optimizer="adamw", width=w, lr=2.0 ** x, seed=s,
                               val_loss=float(v), status="ok") for x, v in zip(lrs, losses)]
     return pl.DataFrame(rows), truths[0]
 
 
-def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator, groups: int = 1
+def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator, pool: tuple[float, ...] = (1.0,)
                        ) -> tuple[analysis.Estimate, pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
     """One simulated sweep through the report's estimate: the estimate (its tables p's rows only), p's optima by
     width, the true log2 optima and the intervals' ends in log2 (∓inf where open)."""
-    trials, truth = simulate(setting, slope, rng, groups)
+    trials, truth = simulate(setting, slope, rng, pool)
     est = analysis.estimate(trials, "val_loss")
     mine = pl.col("parametrization") == "p"
     est = dataclasses.replace(est, optima=est.optima.filter(mine), transfer=est.transfer.filter(mine))
@@ -165,14 +170,14 @@ def simulated_estimate(setting: Setting, slope: float, rng: np.random.Generator,
     return est, optima, truth, lo, hi
 
 
-def run(setting: Setting, sims: int, groups: int = 1) -> dict:
+def run(setting: Setting, sims: int, pool: tuple[float, ...] = (1.0,)) -> dict:
     """Coverage and verdict rates of `sims` sweeps at a true slope of 0 and `sims` at +0.35."""
     rng = np.random.default_rng(0)
     held, slope_held, verdicts = [], [], {0.0: [], 0.35: []}
     pct_held, pct_slope_held = [], []
     for true_slope in verdicts:
         for _ in range(sims):
-            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng, groups)
+            est, optima, truth, lo, hi = simulated_estimate(setting, true_slope, rng, pool)
             held += list((lo <= truth) & (truth <= hi))
             (row,) = est.transfer.to_dicts()
             slope_held.append(row["slope_lo"] <= true_slope <= row["slope_hi"])
@@ -202,13 +207,13 @@ def run(setting: Setting, sims: int, groups: int = 1) -> dict:
 WIDTH_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 1.0), (1.0, np.inf))  # an interval's width, octaves
 
 
-def run_conditional(setting: Setting, sims: int, groups: int = 1) -> dict:
+def run_conditional(setting: Setting, sims: int, pool: tuple[float, ...] = (1.0,)) -> dict:
     """Each width's coverage by the width of its interval, and the slope's by the width of its own, over `sims`
     sweeps at a true slope of 0."""
     rng = np.random.default_rng(0)
     spans, held, slope_spans, slope_held = [], [], [], []
     for _ in range(sims):
-        est, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng, groups)
+        est, _, truth, lo, hi = simulated_estimate(setting, 0.0, rng, pool)
         spans += list(hi - lo)
         held += list((lo <= truth) & (truth <= hi))
         (row,) = est.transfer.to_dicts()
@@ -498,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=1,
                         help="parametrizations per simulated sweep under one noise, whose scatter the floor pools "
                              "(counted on the first; the default mode and --conditional)")
+    parser.add_argument("--noisy-neighbour", type=float, default=1.0, metavar="FACTOR",
+                        help="with --groups ≥ 2, the second parametrization's trial scatter this many times the "
+                             "others' (a pool whose parametrizations do not scatter alike)")
     parser.add_argument("--no-scatter-floor", action="store_true",
                         help="the seed intervals without the floor from the sweep's seed × LR scatter")
     args = parser.parse_args(argv)
@@ -505,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sims must be at least 1")
     if args.groups < 1 or (args.groups > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced)):
         parser.error("--groups must be at least 1, and more only with the default mode or --conditional")
+    if args.noisy_neighbour <= 0 or (args.noisy_neighbour != 1.0 and args.groups < 2):
+        parser.error("--noisy-neighbour must be positive, and other than 1 only with --groups 2 or more")
+    pool = (1.0, args.noisy_neighbour, *(1.0,) * (args.groups - 2))[:args.groups]
     if args.no_scatter_floor:
         intervals.with_scatter_floor = lambda widths, replicates, jitter: (replicates, np.zeros(len(widths), bool))
     if args.out and not args.out.parent.is_dir():
@@ -519,12 +530,14 @@ def main(argv: list[str] | None = None) -> int:
                                       if args.conditional
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
-        rows.append(run_one(setting, args.sims, args.groups) if args.groups > 1 else run_one(setting, args.sims))
+        rows.append(run_one(setting, args.sims, pool) if args.groups > 1 else run_one(setting, args.sims))
         print(f"{setting.name}: {time.time() - start:.0f} s", file=sys.stderr)
     text = table(rows)
     print(text)
     if args.out:
-        flag += f" --groups {args.groups}" * (args.groups > 1) + " --no-scatter-floor" * args.no_scatter_floor
+        flag += (f" --groups {args.groups}" * (args.groups > 1)
+                 + f" --noisy-neighbour {args.noisy_neighbour:g}" * (args.noisy_neighbour != 1.0)
+                 + " --no-scatter-floor" * args.no_scatter_floor)
         command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
         args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
                             f"{args.sims} simulated sweeps per setting and true {truth}.\n\n{text}\n")
