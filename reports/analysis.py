@@ -32,8 +32,9 @@ optima — one row per (parametrization, optimizer, width):
     fit_noise, fit_noise_from   for "fit", and for "seeds" at a width with LRs fewer than 3 seeds ran (the scatter
                       added there): the noise σ (nats, of one trial's loss) assumed, and where it came from
     scatter_floor, scatter_floored   for "seeds": the seed × LR scatter σ (nats) at this width, pooled over the sweep's
-                      parametrizations, that sets the least spread of the interval, and whether it set it (the
-                      seeds' own bootstrap was narrower); null without it
+                      parametrizations (one the F test names as scattering more has its own, and the others' pool
+                      leaves it out: intervals.scatter_floors), that sets the least spread of the interval, and
+                      whether it set it (the seeds' own bootstrap was narrower); null without it
     scatter_own, scatter_own_dof   this parametrization's own piece of that pool: its seed × LR scatter σ (nats) at
                       this width and its degrees of freedom; null without any (the report names a width where one
                       group's is larger than the others' by an F test: intervals.scatter_unlike)
@@ -481,9 +482,10 @@ def estimate(trials: pl.DataFrame, metric: str | None = None, budget: dict | Non
         groups[(p, o)] = group, _widths(group, used.filter(mine), curves.filter(mine))
     own = {(p, o, width): intervals.seed_lr_scatter(w.per_seed, w.curve) for (p, o), (group, widths) in groups.items()
            for width, w in zip(group["width"], widths)}
-    floors = intervals.pooled_scatter_floors((width, piece) for (_, _, width), piece in own.items())
+    floors = intervals.scatter_floors(own)
     for (p, o), (group, widths) in groups.items():
-        widths = [dataclasses.replace(w, scatter_floor=floors[width]) for w, width in zip(widths, group["width"])]
+        widths = [dataclasses.replace(w, scatter_floor=floors[(p, o, width)])
+                  for w, width in zip(widths, group["width"])]
         reps = intervals.replicate_optima(widths, noise, intervals.rng(p, o), intervals.rng(p, o, metric))
         reps, raised = intervals.with_scatter_floor(widths, reps, intervals.rng(p, o, metric, "floor"))
         replicates[(p, o)] = (group["width"].to_numpy(), reps)

@@ -178,12 +178,13 @@ def test_a_widths_scatter_floor_pools_over_the_sweeps_parametrizations() -> None
 
 
 def test_the_summary_names_the_widths_the_scatter_floor_set(tmp_path: Path) -> None:
-    """Seeds that differ by their offsets alone (SP) beside seeds with scatter (GDN-µP): every width of SP gets its
-    interval from GDN-µP's scatter, and the summary's paragraph names exactly the widths the floor set."""
+    """Seeds that differ by their offsets alone (SP) beside two parametrizations whose seeds scatter: every width of
+    SP gets its interval from their scatter, and the summary's paragraph names exactly the widths the floor set."""
     from deltamup.reports.interpretation import interpretation
 
     trials = pl.concat([surface_trials({"sp": 0.0}, seeds=3, noise=0.0, rng_seed=1),
-                        surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.006, rng_seed=1)])
+                        surface_trials({"gdn-mup": 0.0}, seeds=3, noise=0.006, rng_seed=1),
+                        surface_trials({"mup": 0.0}, seeds=3, noise=0.006, rng_seed=2)])
     a = analysis.analyze(write_sweep(tmp_path / "sweep", trials, surface_spec(trials)))
     raised = a.optima.filter(pl.col("scatter_floored"))
     assert set(raised.filter(pl.col("parametrization") == "sp")["width"]) == set(WIDTHS)
@@ -200,10 +201,11 @@ def test_the_f_survival_matches_the_tables_critical_values() -> None:
     assert intervals.f_survival(0.5, 2, 2) == pytest.approx(2 / 3)  # F(2, 2): P(F > f) = 1 / (1 + f)
 
 
-def test_the_summary_names_the_width_where_one_parametrization_scatters_more(tmp_path: Path) -> None:
+def test_a_parametrization_that_scatters_more_is_floored_apart_and_named(tmp_path: Path) -> None:
     """Three parametrizations with seeds; one scatters ten times the others at every width: the optima name each
-    one's own scatter, the summary names every width with that parametrization and its F test, and with all three
-    alike it names none."""
+    one's own scatter, the summary names every width with that parametrization and its F test, its floor is its own
+    scatter and the others' their pool without it; with all three alike the summary names none and every floor is
+    the pool of all three."""
     from deltamup.reports.interpretation import interpretation, scatters_unlike
 
     def sweep(noise_mup: float, name: str) -> analysis.Analysis:
@@ -217,10 +219,19 @@ def test_the_summary_names_the_width_where_one_parametrization_scatters_more(tmp
     assert (own["scatter_own"] > unlike.optima.filter(pl.col("parametrization") != "mup")["scatter_own"].max()).all()
     named = scatters_unlike(unlike)
     assert [int(re.match(r"@(\d+): mup/adamw ", n).group(1)) for n in named] == sorted(WIDTHS)
-    assert all("p = " in n and "the pool" in n for n in named)
-    assert "one scatters more than the others" in interpretation(unlike)
+    assert all("p = " in n for n in named)
+    assert "scatter more than the others'" in interpretation(unlike)
+    for _, at in unlike.optima.group_by("width"):
+        mine = at.filter(pl.col("parametrization") == "mup")
+        rest = at.filter(pl.col("parametrization") != "mup")
+        assert mine["scatter_floor"].to_list() == pytest.approx(mine["scatter_own"].to_list())
+        pooled = math.sqrt((rest["scatter_own"] ** 2 * rest["scatter_own_dof"]).sum() / rest["scatter_own_dof"].sum())
+        assert rest["scatter_floor"].to_list() == pytest.approx([pooled, pooled])
     alike = sweep(0.004, "alike")
-    assert scatters_unlike(alike) == [] and "one scatters more" not in interpretation(alike)
+    assert scatters_unlike(alike) == [] and "scatter more than the others'" not in interpretation(alike)
+    for _, at in alike.optima.group_by("width"):
+        pooled = math.sqrt((at["scatter_own"] ** 2 * at["scatter_own_dof"]).sum() / at["scatter_own_dof"].sum())
+        assert at["scatter_floor"].to_list() == pytest.approx([pooled] * 3)
 
 
 def test_three_seeds_at_seed_0s_best_alone_still_give_an_interval_that_holds_the_optimum(monkeypatch) -> None:

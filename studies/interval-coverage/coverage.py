@@ -16,8 +16,13 @@ setting's tail (share, d) adds ± d to each trial's e with probability share (tr
     python3 studies/interval-coverage/coverage.py [--sims 400] [--out studies/interval-coverage/coverage.md]
 
 With --groups N, N parametrizations per sweep under the same noise, whose seed × LR scatter the report's floor
-pools (counted on the first); with --noisy-neighbour F as well, the second scatters F times the others (a pool that
-does not scatter alike, as naive µP's seeds at width 2048 in the 8-layer study: about 7×).
+pools (counted on the first). With --pool F1,F2,…, one parametrization per factor, each with that multiple of the
+setting's trial scatter (counted on the first): a pool that does not scatter alike, as naive µP's seeds at width
+2048 in the 8-layer study (about 7× GDN-µP's and SP's). The report floors a parametrization the F test names
+(intervals.scatter_unlike) at its own scatter and the others at their pool without it; --floor-rule pooled runs the
+rule it replaced (`pooled_floors`): every parametrization at the pool of all.
+
+    python3 studies/interval-coverage/coverage.py --pool 1,7,1 [--floor-rule pooled] [--sims 400] [--out FILE]
 
 Prints one row per setting: how often each width's 90% interval holds x*_w, how often the slope's holds the true
 slope, and the verdicts' frequencies at a true slope of 0 and of +0.35; then how often the 5th–95th percentiles of
@@ -488,6 +493,24 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _factors(text: str) -> tuple[float, ...]:
+    """--pool's 'F1,F2,…': positive scatter factors, at least two."""
+    try:
+        factors = tuple(float(f) for f in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if len(factors) < 2 or min(factors) <= 0:
+        raise argparse.ArgumentTypeError(f"expected two or more positive factors, got {text!r}")
+    return factors
+
+
+def pooled_floors(own: intervals.Floors) -> intervals.Floors:
+    """The pooled floor rule (--floor-rule pooled), in intervals.scatter_floors' terms: every group at a width floored
+    at the pool of all the groups there, whether or not they scatter alike."""
+    pooled = intervals.pooled_scatter_floors((width, piece) for (_, _, width), piece in own.items())
+    return {key: pooled[key[2]] for key in own}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=400, help="simulated sweeps per setting and true slope or shift")
@@ -503,9 +526,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=1,
                         help="parametrizations per simulated sweep under one noise, whose scatter the floor pools "
                              "(counted on the first; the default mode and --conditional)")
-    parser.add_argument("--noisy-neighbour", type=float, default=1.0, metavar="FACTOR",
-                        help="with --groups ≥ 2, the second parametrization's trial scatter this many times the "
-                             "others' (a pool whose parametrizations do not scatter alike)")
+    parser.add_argument("--pool", type=_factors, metavar="F1,F2,…",
+                        help="one parametrization per factor, each with that multiple of the trial scatter (a pool "
+                             "that does not scatter alike; counted on the first); instead of --groups")
+    parser.add_argument("--floor-rule", choices=("report", "pooled"), default="report",
+                        help="pooled: every parametrization floored at the pool of all, the one the F test names "
+                             "too (the report floors it at its own scatter, the others without it)")
     parser.add_argument("--no-scatter-floor", action="store_true",
                         help="the seed intervals without the floor from the sweep's seed × LR scatter")
     args = parser.parse_args(argv)
@@ -513,9 +539,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sims must be at least 1")
     if args.groups < 1 or (args.groups > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced)):
         parser.error("--groups must be at least 1, and more only with the default mode or --conditional")
-    if args.noisy_neighbour <= 0 or (args.noisy_neighbour != 1.0 and args.groups < 2):
-        parser.error("--noisy-neighbour must be positive, and other than 1 only with --groups 2 or more")
-    pool = (1.0, args.noisy_neighbour, *(1.0,) * (args.groups - 2))[:args.groups]
+    if args.pool and args.groups != 1:
+        parser.error("--pool names the parametrizations itself: not with --groups")
+    pool = args.pool or (1.0,) * args.groups
+    if len(pool) > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced):
+        parser.error("--pool: only with the default mode or --conditional")
+    if args.floor_rule == "pooled":
+        intervals.scatter_floors = pooled_floors
     if args.no_scatter_floor:
         intervals.with_scatter_floor = lambda widths, replicates, jitter: (replicates, np.zeros(len(widths), bool))
     if args.out and not args.out.parent.is_dir():
@@ -530,13 +560,14 @@ def main(argv: list[str] | None = None) -> int:
                                       if args.conditional
                                       else (SETTINGS, run, "", "slope"))
     for setting in settings:
-        rows.append(run_one(setting, args.sims, pool) if args.groups > 1 else run_one(setting, args.sims))
+        rows.append(run_one(setting, args.sims, pool) if len(pool) > 1 else run_one(setting, args.sims))
         print(f"{setting.name}: {time.time() - start:.0f} s", file=sys.stderr)
     text = table(rows)
     print(text)
     if args.out:
         flag += (f" --groups {args.groups}" * (args.groups > 1)
-                 + f" --noisy-neighbour {args.noisy_neighbour:g}" * (args.noisy_neighbour != 1.0)
+                 + (f" --pool {','.join(f'{f:g}' for f in args.pool)}" if args.pool else "")
+                 + " --floor-rule pooled" * (args.floor_rule == "pooled")
                  + " --no-scatter-floor" * args.no_scatter_floor)
         command = f"python3 studies/interval-coverage/coverage.py{flag} --sims {args.sims}"
         args.out.write_text(f"`{command}`, {date.today()}, {time.time() - start:.0f} s on a CPU; 90% intervals, "
