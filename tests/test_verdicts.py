@@ -640,3 +640,22 @@ def test_the_sweep_summary_and_the_report_name_their_best_lr_and_metric(tmp_path
     assert "transfer on smoothed_loss (slope: octaves of optimum per octave of width; 90% intervals)" in out
     assert all(pl.read_csv(tmp_path / "report" / f"{name}.csv")["metric"].unique().to_list() == ["smoothed_loss"]
                for name in ("optima", "transfer", "lr_curves"))
+
+
+def test_the_8_layer_studys_naive_mup_is_floored_apart_at_width_2048() -> None:
+    """On the committed 8-layer sweep naive µP's seeds at width 2048 scatter several times GDN-µP's and SP's, the F
+    test names it, and it is floored at its own scatter and they at theirs pooled without it; the committed report's
+    optima.csv holds those floors."""
+    root = Path(__file__).resolve().parents[1] / "studies" / "gdn-adamw-8l"
+    est = analysis.estimate(analysis.load_sweep(root / "sweep").trials, "val_loss")
+    at = est.optima.filter(pl.col("width") == 2048).sort("parametrization")
+    unlike = intervals.scatter_unlike({r["parametrization"]: (r["scatter_own"], r["scatter_own_dof"])
+                                       for r in at.iter_rows(named=True)})
+    assert unlike is not None and unlike.group == "mup" and unlike.sigma > 4 * unlike.rest_sigma
+    mup, rest = at.filter(pl.col("parametrization") == "mup"), at.filter(pl.col("parametrization") != "mup")
+    assert mup["scatter_floor"][0] == pytest.approx(mup["scatter_own"][0])
+    pooled = math.sqrt((rest["scatter_own"] ** 2 * rest["scatter_own_dof"]).sum() / rest["scatter_own_dof"].sum())
+    assert rest["scatter_floor"].to_list() == pytest.approx([pooled] * len(rest))
+    committed = pl.read_csv(root / "report" / "optima.csv").filter(
+        (pl.col("metric") == "val_loss") & (pl.col("width") == 2048)).sort("parametrization")
+    assert committed["scatter_floor"].to_list() == pytest.approx(at["scatter_floor"].to_list())
