@@ -348,16 +348,6 @@ def replicate_optima(widths: list[Width], noise: float, draws: np.random.Generat
     return out
 
 
-def pooled_scatter_floors(pieces: Iterable[tuple[int, tuple[float, int]]]) -> dict[int, tuple[float, int]]:
-    """Each model width's seed × LR scatter (σ nats, degrees of freedom) from (model width, `seed_lr_scatter`) pieces,
-    one per group (parametrization × optimizer) that ran it, pooled per model width. Pooled across the groups, not
-    the widths: the studies' scatter grows with width."""
-    parts: dict[int, list[tuple[float, int]]] = {}
-    for width, piece in pieces:
-        parts.setdefault(width, []).append(piece)
-    return {width: pooled_sigma(pieces) for width, pieces in parts.items()}
-
-
 Floors = dict[tuple[str, str, int], tuple[float, int]]  # (parametrization, optimizer, width) → (value, dof)
 
 
@@ -369,17 +359,12 @@ def scatter_floors(own: Floors) -> Floors:
     noisier held the others' optima every time and called a drift of +0.35 in 12% of sweeps instead of 89%; apart,
     95% and 88%, and the noisy group's own 94% instead of 91%)."""
     floors = {}
-    for width in {key[2] for key in own}:
+    for width in {key[2] for key in own}:  # pooled across the groups, not the widths: scatter grows with width
         at = {key: piece for key, piece in own.items() if key[2] == width}
-        names = {key: f"{key[0]}/{key[1]}" for key in at}
-        unlike = scatter_unlike({names[key]: pooled_sigma([piece]) for key, piece in at.items()})
-        for key in at:
-            if unlike is None:
-                floors[key] = pooled_sigma(at.values())
-            elif names[key] == unlike.group:
-                floors[key] = pooled_sigma([at[key]])
-            else:
-                floors[key] = pooled_sigma(v for k, v in at.items() if names[k] != unlike.group)
+        unlike = scatter_unlike({f"{p}/{o}": pooled_sigma([piece]) for (p, o, _), piece in at.items()})
+        apart = {key for key in at if unlike is not None and f"{key[0]}/{key[1]}" == unlike.group}
+        pool = pooled_sigma(piece for key, piece in at.items() if key not in apart)
+        floors |= {key: pooled_sigma([at[key]]) if key in apart else pool for key in at}
     return floors
 
 

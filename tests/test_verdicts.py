@@ -138,8 +138,7 @@ def test_the_scatter_floor_holds_the_optimum_where_three_seeds_agreed_by_chance(
         groups = [intervals.Width(x, y, y.mean(0), np.full(4, 3), 3, "seeds")
                   for y in (1 + 0.012 * (x - t) ** 2 + rng.normal(0, 0.008, (3, 1)) + rng.normal(0, 0.004, (3, 4))
                             for t in truths)]
-        floor = intervals.pooled_scatter_floors((256, intervals.seed_lr_scatter(w.per_seed, w.curve))
-                                                for w in groups)[256]
+        floor = intervals.pooled_sigma(intervals.seed_lr_scatter(w.per_seed, w.curve) for w in groups)
         width = dataclasses.replace(groups[0], scatter_floor=floor)
         point = intervals.vertices(x, width.curve).x[0]
         alone = intervals.replicate_optima([width], 0.01, rng, rng)

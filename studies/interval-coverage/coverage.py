@@ -507,8 +507,8 @@ def _factors(text: str) -> tuple[float, ...]:
 def pooled_floors(own: intervals.Floors) -> intervals.Floors:
     """The pooled floor rule (--floor-rule pooled), in intervals.scatter_floors' terms: every group at a width floored
     at the pool of all the groups there, whether or not they scatter alike."""
-    pooled = intervals.pooled_scatter_floors((width, piece) for (_, _, width), piece in own.items())
-    return {key: pooled[key[2]] for key in own}
+    return {key: intervals.pooled_sigma(piece for (_, _, width), piece in own.items() if width == key[2])
+            for key in own}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -537,13 +537,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sims < 1:
         parser.error("--sims must be at least 1")
-    if args.groups < 1 or (args.groups > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced)):
-        parser.error("--groups must be at least 1, and more only with the default mode or --conditional")
+    if args.groups < 1:
+        parser.error("--groups must be at least 1")
     if args.pool and args.groups != 1:
         parser.error("--pool names the parametrizations itself: not with --groups")
     pool = args.pool or (1.0,) * args.groups
     if len(pool) > 1 and (args.horizons or args.head_to_head or args.edges or args.unbalanced):
-        parser.error("--pool: only with the default mode or --conditional")
+        parser.error("--groups above 1 and --pool: only with the default mode or --conditional")
     if args.floor_rule == "pooled":
         intervals.scatter_floors = pooled_floors
     if args.no_scatter_floor:
