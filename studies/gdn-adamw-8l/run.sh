@@ -29,6 +29,9 @@
 #              neighbours: the hidden matrices' AdamW weight decay × m (gdn-mup-mupwd; GDN-µP's × 1), which with
 #              the √d (mech) and the gate rules (mech, gates-apart) makes naive µP; paired by seed with GDN-µP and
 #              naive µP, which falls behind GDN-µP from 1024 to 2048
+#       gates-2048  naive µP's gate rules whole (gdn-mup-mupgates, as in mech) at width 2048, 3 seeds, at GDN-µP's
+#              optimum there and its neighbours: naive µP falls behind GDN-µP there and its seeds scatter seven
+#              times as much as the others'; with hidden-wd's 2048 cells it says which rule carries either
 #       code-conv  the code variant's convolution init on GDN-µP at widths 1024 then 256, 3 seeds, at GDN-µP's
 #              optimum there and its neighbours: alone (gdn-mup-codeconv: a small v, the output norm still
 #              normalising) and with no √d (gdn-mup-codeconv-nosqrtd: the code variant's ε regime); code-rules found
@@ -104,7 +107,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-2048 recheck-h200 recheck-code" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd gates-2048 code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-2048 recheck-h200 recheck-code" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -132,6 +135,7 @@ for PART in "$@"; do
     code-rules) around_gdn_mup "gdn-mup-code-convinit, gdn-mup-mixer1m" 1024 ;;
     gates-apart) around_gdn_mup "gdn-mup-gateinit, gdn-mup-gatelr" 1024 ;;
     hidden-wd) around_gdn_mup gdn-mup-mupwd 1024 2048 ;;
+    gates-2048) around_gdn_mup gdn-mup-mupgates 2048 ;;
     code-conv) around_gdn_mup "gdn-mup-codeconv, gdn-mup-codeconv-nosqrtd" 1024 256 ;;
     eps-regime) around_gdn_mup gdn-mup-epsregime 1024 ;;
     conv-why) around_gdn_mup "gdn-mup-convstep, gdn-mup-codeconv-ownstep" 256 1024 ;;
