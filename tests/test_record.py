@@ -159,7 +159,7 @@ def test_the_code_fingerprint_follows_the_sources_not_their_times(tmp_path: Path
     import importlib
     import os
 
-    from deltamup.scaling.code import PACKAGES, _version, code_fingerprint, fingerprint_of
+    from deltamup.scaling.code import PACKAGES, code_fingerprint, fingerprint_of, installed_version, versions_text
 
     (tmp_path / "k").mkdir()
     (tmp_path / "k" / "a.py").write_text("x = 1\n")
@@ -178,4 +178,5 @@ def test_the_code_fingerprint_follows_the_sources_not_their_times(tmp_path: Path
     moved_and_added = fingerprint_of(roots, "torch 1")
     assert len({first, edited, moved_and_added}) == 3
     real = {name: Path(importlib.import_module(f"deltamup.{name}").__file__).parent for name in PACKAGES}
-    assert code_fingerprint() == fingerprint_of(real, f"torch {_version('torch')}; triton {_version('triton')}")
+    assert code_fingerprint() == fingerprint_of(real, versions_text(installed_version("torch"),
+                                                                     installed_version("triton")))

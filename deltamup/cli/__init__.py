@@ -10,9 +10,9 @@ import argparse
 import os
 import sys
 
-from deltamup.cli import coord_check, data, describe, kernels, quickstart, report, sweep, tasks
+from deltamup.cli import code, coord_check, data, describe, kernels, quickstart, report, sweep, tasks
 
-COMMANDS = (describe, coord_check, quickstart, sweep, report, data, tasks, kernels)
+COMMANDS = (describe, coord_check, quickstart, sweep, report, data, tasks, kernels, code)
 
 
 def build_parser() -> argparse.ArgumentParser:
