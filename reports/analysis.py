@@ -161,7 +161,7 @@ def sources(trials: pl.DataFrame, column: str) -> dict[str | None, int]:
 
 
 MIXES = (("data", "on the same recorded data (the record's data, a prepared corpus's tokens sha256)"),
-         ("code", "trained by the same code (the record's code, scaling/code.py)"),
+         ("code", "trained by the same code (the record's code; `deltamup code DIR` names its commits)"),
          ("gpu_name", "trained on the same GPU model (the record's gpu_name)"))
 
 

@@ -99,10 +99,15 @@ def versions_text(torch: str, triton: str) -> str:
     return f"torch {torch}; triton {triton}"
 
 
+def installed_versions() -> str:
+    """The versions part of this process's fingerprint: its torch's and Triton's (the trial record's `versions`)."""
+    return versions_text(installed_version("torch"), installed_version("triton"))
+
+
 @functools.cache
 def code_fingerprint() -> str:
     """The fingerprint of this process's deltamup.kernels, .models, .parametrizations and .scaling sources with the
     installed torch's and Triton's versions (a docstring's edit counts too: equal means the same code, unequal may
     still train the same numbers)."""
     roots = {name: Path(importlib.import_module(f"deltamup.{name}").__file__).parent for name in PACKAGES}
-    return fingerprint_of(roots, versions_text(installed_version("torch"), installed_version("triton")))
+    return fingerprint_of(roots, installed_versions())

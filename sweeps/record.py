@@ -12,8 +12,10 @@ is a TrialRecord whose `model`, `config` and `extra` mappings are flattened into
                   a prepared corpus's tokens sha256, 16 hex digits; None where the task has none or the record
                   predates it), code (scaling.code.code_fingerprint: the sources of deltamup.kernels, .models,
                   .parametrizations and .scaling with torch's and Triton's versions, 16 hex digits; None where the
-                  record predates it), max_steps, batch_size, seq_len, beta1, beta2, workers (data-parallel ranks:
-                  resources.workers_per_trial), sharding (theirs: "ddp" | "fsdp", resources.sharding) and every
+                  record predates it), versions (those versions, "torch 2.11.0; triton 3.6.0": what `deltamup code`
+                  needs to find the commits behind `code`; None where the record predates it), max_steps,
+                  batch_size, seq_len, beta1, beta2, workers (data-parallel ranks: resources.workers_per_trial),
+                  sharding (theirs: "ddp" | "fsdp", resources.sharding) and every
                   scaling.train.TrainConfig field but optimizer, lr, seed, steps, betas (weight_decay, …)
     metrics       status ("ok" | "diverged" | "pruned" | "error"; any other text counts as not finished), error
                   (last line of the exception), diverged, diverged_step, final_train_loss, val_loss, smoothed_loss
@@ -59,8 +61,8 @@ SCHEMA = "deltamup.trial/1"
 FINISHED = ("ok", "diverged", "pruned")  # decided: never run again (pruned: stopped by an Optuna pruner)
 IDENTITY = ("trial_id", "phase", "run", "parametrization", "optimizer", "width", "lr", "seed")
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name != "width")
-CONFIG_FIELDS = ("task", "data", "code", "max_steps", "batch_size", "seq_len", "beta1", "beta2", "workers", "sharding",
-                 *(f.name for f in dataclasses.fields(TrainConfig)
+CONFIG_FIELDS = ("task", "data", "code", "versions", "max_steps", "batch_size", "seq_len", "beta1", "beta2", "workers",
+                 "sharding", *(f.name for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("optimizer", "lr", "seed", "steps", "betas")))
 METRICS = ("status", "error", "diverged", "diverged_step", "final_train_loss", "val_loss", "smoothed_loss",
            "clipped_fraction")

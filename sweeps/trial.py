@@ -38,7 +38,7 @@ from deltamup.models import DeltaLM, ModelConfig
 from deltamup.parametrizations import BaseHparams, build_model
 from deltamup.parametrizations.hparams import label
 from deltamup.scaling.checkpoint import Checkpointing, discard, fingerprint
-from deltamup.scaling.code import code_fingerprint
+from deltamup.scaling.code import code_fingerprint, installed_versions
 from deltamup.scaling.compile_cache import use_cache
 from deltamup.scaling.data import Batch, Task, data_fingerprint, get_task
 from deltamup.scaling.data_parallel import Ranks
@@ -170,7 +170,8 @@ def build_trial(cfg: dict[str, Any], device: torch.device) -> tuple[DeltaLM, Tas
 def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, tracker: Tracker | None,
                        ranks: Ranks | None = None) -> tuple[TrainResult, dict[str, float], int, dict[str, Any]]:
     """(training result, {val_loss_hNN: validation loss at that horizon, for the horizons reached}, parameter
-    count, the record's task columns: `data` (its fingerprint), `code` (scaling.code.code_fingerprint),
+    count, the record's task columns: `data` (its fingerprint), `code` (scaling.code.code_fingerprint) and
+    `versions` (the torch and Triton versions in it),
     `val_batch_losses` (the final validation loss on each of its batches, in order) and the task's own metrics,
     the last two not when diverged).
     tracker None logs nothing; ranks: train data-parallel as one of several ranks (every rank evaluates the same
@@ -207,7 +208,7 @@ def train_and_evaluate(cfg: dict[str, Any], device: torch.device, report: Any, t
                    checkpointing=trial_checkpointing(cfg, val_losses))
     if tracker is not None:
         tracker.grad_norms(result.grad_norms)
-    fingerprints = {"data": data_fingerprint(task), "code": code_fingerprint()}
+    fingerprints = {"data": data_fingerprint(task), "code": code_fingerprint(), "versions": installed_versions()}
     if result.diverged:
         return result, val_losses, params, fingerprints
     if last_batches and all(math.isfinite(x) for x in last_batches):

@@ -2,6 +2,7 @@
 commit's committed sources give the fingerprint a trial trained from that work tree recorded."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def test_a_fingerprint_no_commit_gives_is_said_and_exits_1(repo, capsys) -> None
 
 
 @pytest.mark.parametrize("args, message", [
-    (["12345"], "not a code fingerprint (16 hex digits): 12345"),
+    (["12345"], "not a code fingerprint (16 hex digits) or a sweep directory: 12345"),
     (["0123456789abcdef", "--repo", "{tmp}"], "is not a git repository"),
     (["0123456789abcdef", "--repo", "{repo}"], "has no models, parametrizations, scaling at its top"),
 ])
@@ -86,3 +87,32 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys, args: list[str
     assert main(["code", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_sweep_directory_stands_for_the_codes_its_trials_recorded(repo, tmp_path: Path, capsys) -> None:
+    """Each finished trial's code, with the versions its record names (the flags' where it names none), counted;
+    an unfinished trial's is not."""
+    from deltamup.sweeps import store
+    from deltamup.sweeps.record import TrialRecord, trial_id
+
+    path, commits = repo
+    (first, old), _, (third, new) = commits
+    sweep = tmp_path / "sweep"
+    for seed, (status, code, versions) in enumerate([("ok", old, VERSIONS), ("ok", new, VERSIONS),
+                                                     ("ok", new, None), ("error", "ffffffffffffffff", VERSIONS)]):
+        tid = trial_id("gdn-mup", "adamw", 64, 1e-3, seed)
+        config = {"code": code} | ({"versions": versions} if versions else {})
+        store.write_trial(sweep, TrialRecord(tid, status, phase="grid", run=1, parametrization="gdn-mup",
+                                             optimizer="adamw", width=64, lr=1e-3, seed=seed, config=config),
+                          {c: [] for c in store.CURVE_COLUMNS})
+    assert main(["code", str(sweep), "--repo", str(path), "--torch", "1.0", "--triton", "2.0"]) == 0
+    out = capsys.readouterr().out
+    rows = [re.match(r"(\w{16})  (torch .*?) {2,}(\d+) {2,}(\w{10})", line) for line in out.splitlines()]
+    assert [r.groups() for r in rows if r] == [  # old's commit; new's two commits, with each versions
+        (old, VERSIONS, "1", first[:10]), (new, VERSIONS, "1", third[:10]), (new, VERSIONS, "1", commits[1][0][:10]),
+        (new, VERSIONS + " (--torch, --triton)", "1", third[:10]),
+        (new, VERSIONS + " (--torch, --triton)", "1", commits[1][0][:10])]
+    assert f"git diff --stat {first[:10]} {third[:10]}" in out and "ffffffffffffffff" not in out
+    assert main(["code", str(sweep), "--repo", str(path), "--torch", "9", "--triton", "2.0"]) == 1  # not found
+    assert main(["code", str(tmp_path), "--repo", str(path)]) == 2
+    assert "is not a sweep directory" in capsys.readouterr().err

@@ -107,14 +107,16 @@ def test_a_version_1_record_names_its_identity_in_full() -> None:
 
 
 def test_a_trial_on_a_prepared_corpus_records_its_data_and_code_fingerprints(tmp_path: Path, capsys) -> None:
-    """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, and `code`, the fingerprint of
-    the code that trained it, config columns of the record, through the trial's own functions (train, record,
-    store); a run of the sweep on other data, or by other code, says it would mix them; the same says nothing."""
+    """`data`: the tokens sha256 (16 hex digits) of the corpus the trial trained on, `code`, the fingerprint of
+    the code that trained it, and `versions`, the part of it that is not sources, config columns of the record,
+    through the trial's own functions (train, record, store); a run of the sweep on other data, or by other code,
+    says it would mix them; the same says nothing."""
     import dataclasses
+    import importlib
 
     import torch
 
-    from deltamup.scaling.code import code_fingerprint
+    from deltamup.scaling.code import PACKAGES, code_fingerprint, fingerprint_of
     from deltamup.scaling.data.inputs import text_files
     from deltamup.scaling.data.prepare import prepare
     from deltamup.sweeps.runner import warn_if_other_code, warn_if_other_data
@@ -136,6 +138,8 @@ def test_a_trial_on_a_prepared_corpus_records_its_data_and_code_fingerprints(tmp
     record = TrialRecord.from_row(store.read_records(out)[0])
     assert record.config["data"] == sha[:16] and record.status == "ok"
     assert record.config["code"] == code_fingerprint() and len(record.config["code"]) == 16
+    sources = {name: Path(importlib.import_module(f"deltamup.{name}").__file__).parent for name in PACKAGES}
+    assert fingerprint_of(sources, record.config["versions"]) == record.config["code"]  # what `deltamup code` needs
     warn_if_other_data(spec, out)
     warn_if_other_code(out)
     assert capsys.readouterr().out == ""

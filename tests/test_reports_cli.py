@@ -60,11 +60,12 @@ def test_report_says_when_trials_did_not_all_record_the_same_data_code_or_gpu(tm
     assert line.endswith(f"tokens sha256): e3218175aa000000 ({n - 5} trials), 042b5cd422b837d2 (3 trials), "
                          "not recorded (2 trials)")
     line = next(x for x in out if x.startswith("trials not all trained by the same code"))
-    assert line.endswith(f"scaling/code.py): 00000000000000aa ({n - 1} trials), 00000000000000bb (1 trials)")
+    assert line.endswith(f"names its commits): 00000000000000aa ({n - 1} trials), 00000000000000bb (1 trials)")
     line = next(x for x in out if x.startswith("trials not all trained on the same GPU model"))
     assert line.endswith(f"gpu_name): NVIDIA H200 ({n - 4} trials), NVIDIA H100 80GB HBM3 (4 trials)")
     summary, page = (tmp_path / "rep" / "summary.md").read_text(), (tmp_path / "rep" / "index.html").read_text()
-    assert f"Trials not all trained by the same code (the record's code, scaling/code.py): 00000000000000aa " \
+    assert f"Trials not all trained by the same code (the record's code; `deltamup code DIR` names its commits): " \
+           f"00000000000000aa " \
            f"({n - 1} trials), 00000000000000bb (1 trials)." in summary
     assert "Trials not all on the same recorded data" in summary and "Trials not all trained by the same" in page
 
