@@ -33,11 +33,11 @@ optima — one row per (parametrization, optimizer, width):
                       added there): the noise σ (nats, of one trial's loss) assumed, and where it came from
     scatter_floor, scatter_floored   for "seeds": the seed × LR scatter σ (nats) at this width, pooled over the sweep's
                       parametrizations (one the F test names as scattering more has its own, and the others' pool
-                      leaves it out: intervals.scatter_floors), that sets the least spread of the interval, and
+                      leaves each such out: intervals.scatter_floors), that sets the least spread of the interval, and
                       whether it set it (the seeds' own bootstrap was narrower); null without it
     scatter_own, scatter_own_dof   this parametrization's own piece of that pool: its seed × LR scatter σ (nats) at
-                      this width and its degrees of freedom; null without any (the report names a width where one
-                      group's is larger than the others' by an F test: intervals.scatter_unlike)
+                      this width and its degrees of freedom; null without any (the report names each group whose
+                      is larger than the others' at a width by a step-down F test: intervals.scatter_unlike)
     best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
     log2_best_lr      log2(best_lr)
     best_loss         loss at the refined optimum (parabola value; the grid minimum where not refined)

@@ -154,14 +154,14 @@ def scatter_floored(a: Analysis) -> str | None:
 
 def scatters_unlike(a: Analysis) -> list[str]:
     """'@2048: mup/adamw 0.024 nats against the others' 0.0033 (F = 52.5 on 4 and 8 degrees of freedom, p = 3e-05)':
-    the widths where one group's seed × LR scatter is larger than the other groups' pooled (the F test of
+    each group, by width, whose seed × LR scatter is larger than the other groups' pooled (the step-down F test of
     intervals.scatter_unlike), whose scatter floors are therefore set apart (intervals.scatter_floors)."""
     out = []
     rows = a.optima.filter(pl.col("scatter_own_dof").is_not_null())
     for (width,), at in rows.sort("width").group_by("width", maintain_order=True):
-        unlike = scatter_unlike({f"{r['parametrization']}/{r['optimizer']}": (r["scatter_own"], r["scatter_own_dof"])
-                                 for r in at.iter_rows(named=True)})
-        if unlike is not None:
+        for unlike in scatter_unlike({f"{r['parametrization']}/{r['optimizer']}": (r["scatter_own"],
+                                                                                    r["scatter_own_dof"])
+                                      for r in at.iter_rows(named=True)}):
             out.append(f"@{width}: {unlike.group} {unlike.sigma:.2g} nats against the others' "
                        f"{unlike.rest_sigma:.2g} (F = {unlike.f:.3g} on {unlike.dof} and {unlike.rest_dof} degrees of "
                        f"freedom, p = {unlike.p:.1g})")
@@ -181,9 +181,9 @@ def interpretation(a: Analysis) -> str:
                  f"scatter sets the interval (docs/verdicts.md, the scatter floor) at: {floored}.")
     unlike = scatters_unlike(a)
     if unlike:
-        text += (f" At these widths one parametrization's seeds scatter more than the others' (F test, Bonferroni "
-                 f"over the parametrizations there, p < {UNLIKE_P:g}), so its intervals' floor is its own scatter "
-                 f"and the others' their pool without it: {'; '.join(unlike)}.")
+        text += (f" At these widths a parametrization's seeds scatter more than the others' (F test, Holm's "
+                 f"step-down over the parametrizations there, p < {UNLIKE_P:g}), so its intervals' floor is its own "
+                 f"scatter and the others' their pool without it: {'; '.join(unlike)}.")
     other = disagreements(a)
     if other:
         text += f" Other metrics disagree: {'; '.join(other)}."

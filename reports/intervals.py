@@ -25,8 +25,8 @@ A width's optimum is the vertex of the parabola in log2(LR) through the grid's b
   the optimum 20–82% of the time: studies/interval-coverage, --conditional --no-scatter-floor). So each width's
   spread is raised, where it is smaller, to how far the seed × LR scatter measured at that width across the sweep's
   parametrizations moves the optimum: the scatter floor (`seed_lr_scatter`, `scatter_floors`, `with_scatter_floor`).
-  A parametrization whose scatter an F test finds larger than the others' (`scatter_unlike`) is floored at its own,
-  the others at their pool without it.
+  Each parametrization whose scatter a step-down F test finds larger than the others' (`scatter_unlike`) is floored
+  at its own, the others at their pool without it.
 - fit: fewer seeds than that. Each replicate adds N(0, σ²) to every finite point of the seed-mean curve (σ/√n with
   n seeds at that LR) and refits. The interval is the 5th to 95th percentile of the replicates, widened to hold the
   point estimate. Those replicates are confined to the grid (a replicate whose best LR is an end of the grid stays
@@ -354,15 +354,16 @@ Floors = dict[tuple[str, str, int], tuple[float, int]]  # (parametrization, opti
 def scatter_floors(own: Floors) -> Floors:
     """Each (parametrization, optimizer, model width)'s scatter floor (σ nats, degrees of freedom) from every group's
     own `seed_lr_scatter` piece there (sum of squares, dof): the pieces of all the groups at that width pooled, but
-    where the F test names a group that scatters more than the others (`scatter_unlike`), that group's floor is its
-    own scatter and the others' their pool without it (studies/interval-coverage: a pool with one group seven times
-    noisier held the others' optima every time and called a drift of +0.35 in 12% of sweeps instead of 89%; apart,
-    95% and 88%, and the noisy group's own 94% instead of 91%)."""
+    where the F test names groups that scatter more than the others (`scatter_unlike`), each such group's floor
+    is its own scatter and the others' their pool without them (studies/interval-coverage: a pool with one group
+    seven times noisier held the others' optima every time and called a drift of +0.35 in 12% of sweeps instead of
+    89%; apart, 95% and 88%, and the noisy group's own 94% instead of 91%)."""
     floors = {}
     for width in {key[2] for key in own}:  # pooled across the groups, not the widths: scatter grows with width
         at = {key: piece for key, piece in own.items() if key[2] == width}
-        unlike = scatter_unlike({f"{p}/{o}": pooled_sigma([piece]) for (p, o, _), piece in at.items()})
-        apart = {key for key in at if unlike is not None and f"{key[0]}/{key[1]}" == unlike.group}
+        pieces = {f"{p}/{o}": pooled_sigma([piece]) for (p, o, _), piece in at.items()}
+        named = {u.group for u in scatter_unlike(pieces)}
+        apart = {key for key in at if f"{key[0]}/{key[1]}" in named}
         pool = pooled_sigma(piece for key, piece in at.items() if key not in apart)
         floors |= {key: pooled_sigma([at[key]]) if key in apart else pool for key in at}
     return floors
@@ -388,21 +389,27 @@ class Unlike:
     p: float
 
 
-def scatter_unlike(groups: dict[str, tuple[float, int]], level: float = UNLIKE_P) -> Unlike | None:
-    """Of the groups at one width ({name: (σ nats, dof)}), the one with the largest σ where its variance exceeds the
-    others' pooled at significance `level` (one-sided F test, its p times the number of groups that had a chance
-    to be the largest); None where none does or fewer than two have degrees of freedom."""
+def scatter_unlike(groups: dict[str, tuple[float, int]], level: float = UNLIKE_P) -> list[Unlike]:
+    """Of the groups at one width ({name: (σ nats, dof)}), those whose seed × LR scatter is larger than the rest's
+    pooled, step by step (Holm's step-down): the group with the largest σ against the others pooled (one-sided F
+    test, its p times the number of groups that had a chance to be the largest); where it is named it leaves the
+    pool, and the next largest is tested against the groups left, until one is not named or fewer than two with
+    degrees of freedom remain. Each p is the largest so far (Holm's adjusted p). [] where none is named."""
     have = {g: sd for g, sd in groups.items() if sd[1] > 0}
-    if len(have) < 2:
-        return None
-    top = max(have, key=lambda g: have[g][0])
-    sigma, dof = have[top]
-    rest_sigma, rest_dof = pooled_sigma((s ** 2 * d, d) for g, (s, d) in have.items() if g != top)
-    if rest_sigma == 0.0:
-        return None
-    f = (sigma / rest_sigma) ** 2
-    p = min(1.0, f_survival(f, dof, rest_dof) * len(have))  # Bonferroni: the largest of len(have) was picked
-    return Unlike(top, sigma, dof, rest_sigma, rest_dof, f, p) if p < level else None
+    named: list[Unlike] = []
+    while len(have) >= 2:
+        top = max(have, key=lambda g: have[g][0])
+        sigma, dof = have[top]
+        rest_sigma, rest_dof = pooled_sigma((s ** 2 * d, d) for g, (s, d) in have.items() if g != top)
+        if rest_sigma == 0.0:
+            break
+        f = (sigma / rest_sigma) ** 2
+        p = max([min(1.0, f_survival(f, dof, rest_dof) * len(have))] + [u.p for u in named])  # Bonferroni; Holm
+        if p >= level:
+            break
+        named.append(Unlike(top, sigma, dof, rest_sigma, rest_dof, f, p))
+        del have[top]
+    return named
 
 
 def f_survival(f: float, d1: int, d2: int) -> float:

@@ -233,6 +233,27 @@ def test_a_parametrization_that_scatters_more_is_floored_apart_and_named(tmp_pat
         assert at["scatter_floor"].to_list() == pytest.approx([pooled] * 3)
 
 
+def test_the_f_test_steps_down_to_name_every_group_that_scatters_more() -> None:
+    """One group that scatters sixteen times the quietest two, another seven times: the first named is tested
+    against all three others, the second against the two quiet ones alone (the first has left the pool), each p
+    Holm's (never below the one before); the noisy two floored at their own, the quiet two at theirs pooled; one
+    noisy group: it alone; all alike: none."""
+    two = {"a": (0.080, 4), "b": (0.030, 4), "c": (0.004, 4), "d": (0.005, 4)}
+    named = intervals.scatter_unlike(two)
+    assert [u.group for u in named] == ["a", "b"]
+    assert named[0].rest_dof == 12 and named[1].rest_dof == 8
+    assert named[1].rest_sigma == pytest.approx(math.sqrt((0.004 ** 2 + 0.005 ** 2) / 2))
+    assert named[1].p >= named[0].p
+    single_step = intervals.f_survival(named[0].f, 4, 12) * 4  # b stays in a's pool without the step down
+    assert named[0].p == pytest.approx(single_step) and named[0].rest_sigma > 3 * named[1].rest_sigma
+    assert [u.group for u in intervals.scatter_unlike({**two, "b": (0.004, 4)})] == ["a"]
+    assert intervals.scatter_unlike({g: (0.004, 4) for g in "abcd"}) == []
+    floors = intervals.scatter_floors({(g, "adamw", 2048): (sd ** 2 * dof, dof) for g, (sd, dof) in two.items()})
+    quiet = math.sqrt((0.004 ** 2 + 0.005 ** 2) / 2)
+    assert {g: round(floors[g, "adamw", 2048][0], 6) for g in two} == {
+        "a": 0.08, "b": 0.03, "c": round(quiet, 6), "d": round(quiet, 6)}
+
+
 def test_three_seeds_at_seed_0s_best_alone_still_give_an_interval_that_holds_the_optimum(monkeypatch) -> None:
     """400 simulated widths where seed 0 ran five LRs and seeds 1 and 2 only its best one (the 4x part's head-to-head
     cells; the bowl, offsets and scatter above): a seed draw never reaches the neighbours' scatter, so the seed
@@ -648,9 +669,9 @@ def test_the_8_layer_studys_naive_mup_is_floored_apart_at_width_2048() -> None:
     root = Path(__file__).resolve().parents[1] / "studies" / "gdn-adamw-8l"
     est = analysis.estimate(analysis.load_sweep(root / "sweep").trials, "val_loss")
     at = est.optima.filter(pl.col("width") == 2048).sort("parametrization")
-    unlike = intervals.scatter_unlike({r["parametrization"]: (r["scatter_own"], r["scatter_own_dof"])
-                                       for r in at.iter_rows(named=True)})
-    assert unlike is not None and unlike.group == "mup" and unlike.sigma > 4 * unlike.rest_sigma
+    named = intervals.scatter_unlike({r["parametrization"]: (r["scatter_own"], r["scatter_own_dof"])
+                                      for r in at.iter_rows(named=True)})
+    assert [u.group for u in named] == ["mup"] and named[0].sigma > 4 * named[0].rest_sigma
     mup, rest = at.filter(pl.col("parametrization") == "mup"), at.filter(pl.col("parametrization") != "mup")
     assert mup["scatter_floor"][0] == pytest.approx(mup["scatter_own"][0])
     pooled = math.sqrt((rest["scatter_own"] ** 2 * rest["scatter_own_dof"]).sum() / rest["scatter_own_dof"].sum())
