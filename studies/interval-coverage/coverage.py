@@ -18,9 +18,9 @@ setting's tail (share, d) adds ± d to each trial's e with probability share (tr
 With --groups N, N parametrizations per sweep under the same noise, whose seed × LR scatter the report's floor
 pools (counted on the first). With --pool F1,F2,…, one parametrization per factor, each with that multiple of the
 setting's trial scatter (counted on the first): a pool that does not scatter alike, as naive µP's seeds at width
-2048 in the 8-layer study (about 7× GDN-µP's and SP's). The report floors a parametrization the F test names
-(intervals.scatter_unlike) at its own scatter and the others at their pool without it; --floor-rule pooled runs the
-rule it replaced (`pooled_floors`): every parametrization at the pool of all.
+2048 in the 8-layer study (about 7× GDN-µP's and SP's). The report floors each parametrization the F test names
+(intervals.scatter_unlike, stepping down from the noisiest) at its own scatter and the others at their pool without
+them; --floor-rule pooled runs the rule it replaced (`pooled_floors`): every parametrization at the pool of all.
 
     python3 studies/interval-coverage/coverage.py --pool 1,7,1 [--floor-rule pooled] [--sims 400] [--out FILE]
 
