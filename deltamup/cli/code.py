@@ -72,12 +72,16 @@ def run(args: argparse.Namespace) -> int:
             if (fingerprint, versions) in found:
                 found[fingerprint, versions].append((age, commit))
     print(f"commits whose sources of deltamup.{', .'.join(PACKAGES)} give each fingerprint")
-    print_table([{"fingerprint": fp, "versions": versions, "trials": "" if wanted[fp, versions] is None
-                  else wanted[fp, versions], "commit": c.sha[:10] if c else "none", "date": c.date if c else "",
-                  "subject": c.subject if c else ""}
-                 for (fp, versions), commits in found.items() for c in [c for _, c in commits] or [None]])
-    newest = sorted((commits[0] for commits in found.values() if commits), key=lambda ac: -ac[0])
-    for (_, a), (_, b) in zip(newest, newest[1:]):  # the codes in the order they were committed
+    rows = []
+    for (fp, versions), commits in found.items():
+        trials = "" if wanted[fp, versions] is None else wanted[fp, versions]
+        for _, c in commits or [(None, None)]:
+            rows.append({"fingerprint": fp, "versions": versions, "trials": trials, "commit": c.sha[:10] if c else
+                         "none", "date": c.date if c else "", "subject": c.subject if c else ""})
+    print_table(rows)
+    newest = {commits[0][1].sha: commits[0] for commits in found.values() if commits}  # each code's newest commit
+    ordered = [c for _, c in sorted(newest.values(), key=lambda ac: -ac[0])]  # oldest first
+    for a, b in zip(ordered, ordered[1:]):
         print(f"\ngit diff --stat {a.sha[:10]} {b.sha[:10]} -- {' '.join(PACKAGES)}")
         print(subprocess.run(["git", "-C", str(repo), "diff", "--stat", a.sha, b.sha, "--", *PACKAGES],
                              capture_output=True, text=True, check=True).stdout.rstrip() or "(no change)")
