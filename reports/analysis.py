@@ -36,7 +36,7 @@ optima — one row per (parametrization, optimizer, width):
                       leaves each such out: intervals.scatter_floors), that sets the least spread of the interval, and
                       whether it set it (the seeds' own bootstrap was narrower); null without it
     scatter_own, scatter_own_dof   this parametrization's own piece of that pool: its seed × LR scatter σ (nats) at
-                      this width and its degrees of freedom; null without any (the report names each group whose
+                      this width and its degrees of freedom; null without any (the report names each group whose own
                       is larger than the others' at a width by a step-down F test: intervals.scatter_unlike)
     best_lr_grid      the measured LR with the lowest seed-mean `metric` (grid LRs and any a search phase added)
     log2_best_lr      log2(best_lr)
