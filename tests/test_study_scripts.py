@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import polars as pl
 import pytest
 import yaml
@@ -622,3 +623,17 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
     for prefix in ("", "slope "):
         assert quiet[f"{prefix}< 0.25 oct: share %"] > noisy[f"{prefix}< 0.25 oct: share %"]
         assert noisy[f"{prefix}≥ 1 or open oct: share %"] > quiet[f"{prefix}≥ 1 or open oct: share %"]
+
+
+def test_naming_counts_how_often_the_f_test_names_each_group(tmp_path: Path, capsys) -> None:
+    """studies/interval-coverage/naming.py: a group seven times the others' scatter is named in most draws, the
+    quiet ones in about 1% (the test's level); the table is written where --out says; bad input exits 2."""
+    module = script("studies/interval-coverage/naming.py")
+    shares = module.named_shares((1, 7, 1), 4, 400, np.random.default_rng(0))
+    assert shares[1] > 80 and shares[0] < 3 and shares[2] < 3
+    assert module.main(["--draws", "50", "--out", str(tmp_path / "n.md")]) == 0
+    rows = [line for line in (tmp_path / "n.md").read_text().splitlines() if line.startswith("| 1")]
+    assert len(rows) == sum(f[0] == 1 for f in module.SETTINGS)
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--draws", "0"])
+    assert exit_.value.code == 2
