@@ -74,13 +74,13 @@ def committed_fingerprints(repo: Path, versions: str, roots: dict[str, str] | No
     for line in log.splitlines():
         sha, date, subject = line.split("\t", 2)
         files: list[tuple[str, PurePosixPath, str]] = []
-        for name, folder in sorted(roots.items()):
-            listing = _git(repo, "ls-tree", "-r", "-z", sha, "--", f"{folder}/").decode()
-            for entry in filter(None, listing.split("\0")):  # "<mode> <type> <sha>\t<path>"
-                meta, path = entry.split("\t", 1)
-                _, kind, blob = meta.split()
-                if kind == "blob" and path.endswith(".py"):
-                    files.append((name, PurePosixPath(path).relative_to(folder), blob))
+        listing = _git(repo, "ls-tree", "-r", "-z", sha, "--", *(f"{folder}/" for folder in roots.values())).decode()
+        for entry in filter(None, listing.split("\0")):  # "<mode> <type> <sha>\t<path>"
+            meta, path = entry.split("\t", 1)
+            _, kind, blob = meta.split()
+            if kind == "blob" and path.endswith(".py"):
+                name, folder = next((n, f) for n, f in roots.items() if PurePosixPath(path).is_relative_to(f))
+                files.append((name, PurePosixPath(path).relative_to(folder), blob))
         files.sort(key=lambda f: (f[0], f[1]))  # fingerprint_of's order: roots by name, files by path
         _blobs(repo, [blob for *_, blob in files], known)
         yield Commit(sha, date, subject), _digest(((name, path, known[blob]) for name, path, blob in files), versions)

@@ -12,7 +12,7 @@ from deltamup.scaling.code import PACKAGES, Commit, committed_fingerprints, inst
 from deltamup.sweeps import store
 
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")
-FLAGGED = " (--torch, --triton)"  # marks versions taken from the flags, where no record names them
+Key = tuple[str, str, bool]  # (fingerprint, versions text, whether the versions came from the flags, not a record)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,22 +35,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def recorded(sources: list[str], default_versions: str) -> dict[tuple[str, str], int | None]:
-    """(fingerprint, versions) -> finished trials that recorded it (None: named on the command line), in order;
-    versions `default_versions` + FLAGGED where no record names them."""
-    wanted: dict[tuple[str, str], int | None] = {}
+def recorded(sources: list[str], default_versions: str) -> dict[Key, int | None]:
+    """(fingerprint, versions, from the flags) -> finished trials that recorded it (None: named on the command
+    line), in order; the versions are `default_versions` where no record names them."""
+    wanted: dict[Key, int | None] = {}
     for source in sources:
         if Path(source).is_dir():
             if not store.results_dir(Path(source)).is_dir():
                 raise ValueError(f"{source} is not a sweep directory (no results/)")
-            counts = Counter((r.config["code"], r.config.get("versions") or default_versions + FLAGGED)
+            counts = Counter((r.config["code"], r.config.get("versions") or default_versions,
+                              not r.config.get("versions"))
                              for r in store.read_trials(Path(source)) if r.finished and r.config.get("code"))
             if not counts:
                 raise ValueError(f"{source}: no finished trial recorded its code")
             for key, n in counts.most_common():
                 wanted[key] = (wanted.get(key) or 0) + n
         elif FINGERPRINT.fullmatch(source.lower()):
-            wanted.setdefault((source.lower(), default_versions + FLAGGED), None)
+            wanted.setdefault((source.lower(), default_versions, True), None)
         else:
             raise ValueError(f"not a code fingerprint (16 hex digits) or a sweep directory: {source}")
     return wanted
@@ -65,16 +66,17 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"--repo {args.repo} has no {', '.join(missing)} at its top: not deltamup's layout")
     wanted = recorded(args.sources, versions_text(args.torch, args.triton))
-    found: dict[tuple[str, str], list[tuple[int, Commit]]] = {key: [] for key in wanted}  # (age in the log, commit)
-    for versions in dict.fromkeys(v for _, v in wanted):
-        for age, (commit, fingerprint) in enumerate(committed_fingerprints(repo, versions.removesuffix(FLAGGED),
-                                                                           since=args.since)):
-            if (fingerprint, versions) in found:
-                found[fingerprint, versions].append((age, commit))
+    found: dict[Key, list[tuple[int, Commit]]] = {key: [] for key in wanted}  # (age in the log, commit)
+    for versions in dict.fromkeys(v for _, v, _ in wanted):
+        for age, (commit, fingerprint) in enumerate(committed_fingerprints(repo, versions, since=args.since)):
+            for flagged in (False, True):
+                if (fingerprint, versions, flagged) in found:
+                    found[fingerprint, versions, flagged].append((age, commit))
     print(f"commits whose sources of deltamup.{', .'.join(PACKAGES)} give each fingerprint")
     rows = []
-    for (fp, versions), commits in found.items():
-        trials = "" if wanted[fp, versions] is None else wanted[fp, versions]
+    for (fp, versions, flagged), commits in found.items():
+        trials = "" if wanted[fp, versions, flagged] is None else wanted[fp, versions, flagged]
+        versions += " (--torch, --triton)" * flagged
         for _, c in commits or [(None, None)]:
             rows.append({"fingerprint": fp, "versions": versions, "trials": trials, "commit": c.sha[:10] if c else
                          "none", "date": c.date if c else "", "subject": c.subject if c else ""})
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ngit diff --stat {a.sha[:10]} {b.sha[:10]} -- {' '.join(PACKAGES)}")
         print(subprocess.run(["git", "-C", str(repo), "diff", "--stat", a.sha, b.sha, "--", *PACKAGES],
                              capture_output=True, text=True, check=True).stdout.rstrip() or "(no change)")
-    lost = [fp for (fp, _), commits in found.items() if not commits]
+    lost = [fp for (fp, _, _), commits in found.items() if not commits]
     if lost:
         print(f"\nno commit gives {', '.join(lost)}: sources not committed, other versions (--torch, --triton), "
               f"or older than --since")
