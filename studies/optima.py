@@ -2,10 +2,11 @@
 
     python3 studies/optima.py DIR optimum WIDTH PARAM DEFAULT   log2 of the best LR by mean val_loss over ≥ 3 seeds,
                                                                  among ≥ 3 such LRs; else DEFAULT
-    python3 studies/optima.py DIR seed0 WIDTH PARAM DEFAULT     log2 of the best LR among seed 0's trials; else DEFAULT
+    python3 studies/optima.py DIR seed0 WIDTH PARAM DEFAULT     log2 of the best LR among ≥ 3 LRs of seed 0's trials;
+                                                                 else DEFAULT
     python3 studies/optima.py DIR around "WIDTHS" "PARAMS" E0   one sweep's --set lines: seeds 1 and 2 at each
-                                                                 (width, param)'s seed-0 optimum e (E0 without one),
-                                                                 e/2 and 2e
+                                                                 (width, param)'s seed-0 optimum e (among ≥ 3 LRs;
+                                                                 E0 without one), e/2 and 2e
     python3 studies/optima.py DIR edges                         one sweep's --set lines: seeds 0–2 one octave beyond
                                                                  each (width, param)'s 3-seed optimum that is its
                                                                  smallest or largest LR (nothing: no such optimum;
@@ -17,7 +18,9 @@
 The --set lines name the widths, parametrizations and LRs the sweep's axes need and the `only` cells that pick the
 points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
 stderr. Finished trials count (`status: ok`, and `diverged` as an infinite loss: an LR where a seed diverged is
-never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves (round(log2 lr)).
+never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves (round(log2 lr)). An
+optimum counts only among ≥ 3 LRs: with one or two, the best is wherever the first trials happened to run, and a
+part centred on it would follow its own first trials down (or up) the grid.
 """
 from __future__ import annotations
 
@@ -44,9 +47,9 @@ def losses(out: str) -> dict[tuple[int, str], dict[int, dict[int, float]]]:
 
 
 def best(means: dict[int, float]) -> int | None:
-    """The log2 LR of the lowest finite loss in means (None: none is finite)."""
+    """The log2 LR of the lowest finite loss in means {log2 lr: loss} (None: fewer than 3 LRs, or none finite)."""
     finite = {e: x for e, x in means.items() if math.isfinite(x)}
-    return min(finite, key=finite.get) if finite else None
+    return min(finite, key=finite.get) if finite and len(means) >= 3 else None
 
 
 def sets(cells: list[Cell], seeds: list[int]) -> list[str]:
@@ -69,8 +72,7 @@ def main(argv: list[str]) -> None:
     seed0 = {k: {e: s[0] for e, s in lrs.items() if 0 in s} for k, lrs in by.items()}
     if mode in ("optimum", "seed0"):
         width, param, default = int(argv[2]), argv[3], argv[4]
-        means = (three if mode == "optimum" else seed0).get((width, param), {})
-        found = best(means) if mode == "seed0" or len(means) >= 3 else None
+        found = best((three if mode == "optimum" else seed0).get((width, param), {}))
         print(default if found is None else found)
     elif mode == "around":
         cells = []
@@ -84,7 +86,7 @@ def main(argv: list[str]) -> None:
     elif mode in ("edges", "edges0"):
         cells = []
         for (width, param), means in sorted((three if mode == "edges" else seed0).items()):
-            e = best(means) if len(means) >= 3 else None
+            e = best(means)
             if e is None or e not in (min(means), max(means)):
                 continue
             beyond = e - 1 if e == min(means) else e + 1

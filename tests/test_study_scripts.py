@@ -90,6 +90,20 @@ def test_seed0_edges_and_given_cells(tmp_path: Path) -> None:
                                   {"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -8]}]}
 
 
+def test_a_seed0_optimum_needs_three_lrs(tmp_path: Path) -> None:
+    # a part centred on seed 0's best would otherwise follow its own first trials: one trial at 2^-9 made 2^-9 the
+    # "optimum", the next group 2^-10 … 2^-8, and the lower trial there moved it again
+    write_trials(tmp_path, {(-9, 0): 0.90})
+    assert optima(tmp_path, "seed0", "256", "sp", "-8") == "-8"
+    write_trials(tmp_path, {(-10, 0): 0.98})
+    assert optima(tmp_path, "seed0", "256", "sp", "-8") == "-8"
+    assert sets(optima(tmp_path, "around", "256", "sp", "-8"))["only"] == [
+        {"widths": [256], "parametrizations": ["sp"], "lrs": [2.0 ** -8, 2.0 ** -9, 2.0 ** -7]}]
+    assert optima(tmp_path, "edges0") == ""
+    write_trials(tmp_path, {(-8, 0): 0.91})  # three LRs: 2^-9 is seed 0's optimum, inside them
+    assert optima(tmp_path, "seed0", "256", "sp", "-8") == "-9"
+
+
 def test_unfinished_trials_and_too_few_seeds_do_not_count(tmp_path: Path) -> None:
     write_trials(tmp_path, {(-9, 0): 1.0, (-8, 0): 0.9, (-7, 0): 1.1, (-9, 1): 1.0, (-8, 1): 0.9})
     write_trials(tmp_path, {(-6, 0): 0.1}, status="diverged")

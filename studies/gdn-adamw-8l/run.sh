@@ -44,8 +44,9 @@
 #              step the code's init gives them (gdn-mup-convstep: LR × √(d/3)) and the code's init with their own
 #              init's relative step (gdn-mup-codeconv-ownstep: LR × √(3/d)); paired by seed with gdn-mup-codeconv
 #       others naive µP and the paper's code variant (gdn-mup-code), 3 seeds: 2^-10 … 2^-7 at width 256,
-#              GDN-µP's optimum g at 1024 with g/2, 2g, and at 2048 each one's seed-0 best e there (g where it has
-#              no trial there yet) with e/2, 2e; one sweep over the cells at 256 and 1024, then one over those at 2048
+#              GDN-µP's optimum g at 1024 with g/2, 2g, and at 2048 each one's seed-0 best e among three or more
+#              LRs there (GDN-µP's optimum there before that) with e/2, 2e; the cells at 256 and 1024, then those at
+#              2048, each seed 0 first and then seeds 1 and 2 around seed 0's optimum
 #       mid    widths 512 and 1536, 3 seeds, each parametrization at the mean (in octaves) of its optima at the
 #              widths either side and one octave each way (naive µP and the code variant: GDN-µP's); one sweep
 #       depth4 the same 1200 steps at depth 4, widths 256 and 1024, SP and GDN-µP, 2^-10 … 2^-7, seeds 0–2, into
@@ -142,18 +143,20 @@ for PART in "$@"; do
     others)  # widths 256 and 1024 first (their trials are the cheap ones: a verdict over 256–1024 sooner), then 2048
       g1=$(optima optimum 1024 gdn-mup -8); g2=$(optima optimum 2048 gdn-mup -8)
       for WIDTHS in "256 1024" 2048; do
-        groups=()
-        for P in mup gdn-mup-code; do
-          for W in $WIDTHS; do
-            case $W in
-              256) groups+=("256 $P -10 -9 -8 -7") ;;
-              1024) groups+=("1024 $P $((g1 - 1)) $g1 $((g1 + 1))") ;;
-              2048) e=$(optima seed0 2048 "$P" "$g2"); groups+=("2048 $P $((e - 1)) $e $((e + 1))") ;;
-            esac
+        for SEEDS in 0 1,2; do  # at 2048 each group follows seed 0's optimum once it has three LRs: seed 0 first
+          groups=()
+          for P in mup gdn-mup-code; do
+            for W in $WIDTHS; do
+              case $W in
+                256) groups+=("256 $P -10 -9 -8 -7") ;;
+                1024) groups+=("1024 $P $((g1 - 1)) $g1 $((g1 + 1))") ;;
+                2048) e=$(optima seed0 2048 "$P" "$g2"); groups+=("2048 $P $((e - 1)) $e $((e + 1))") ;;
+              esac
+            done
           done
+          plan "$DIR" cells "$SEEDS" "${groups[@]}"
+          [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"
         done
-        plan "$DIR" cells 0,1,2 "${groups[@]}"
-        [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"
       done ;;
     mid)
       groups=()
