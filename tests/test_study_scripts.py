@@ -219,6 +219,11 @@ def test_the_gpu_part_runner_refuses_an_unknown_study_before_any_work(tmp_path: 
                             cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)})
     assert result.returncode == 2 and result.stderr.strip() == "part.sh: no study nope (studies/nope/run.sh)"
     assert not list(tmp_path.iterdir())
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    result = subprocess.run(["bash", "maintainers/gpu/part.sh", "gdn-sgd-noclip", "10", "hidden"], capture_output=True,
+                            text=True, cwd=ROOT, env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "part.sh: OUT is not set (the folder whose files come back)"
 
 
 def norm_floor_lines(out: Path) -> dict[str, list[float]]:

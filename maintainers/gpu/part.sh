@@ -7,6 +7,8 @@
 # directories are tarred into $OUT as well, so a command the device's own time limit kills still returns the trials
 # that finished.
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
+# Several studies in one command, each with its own OUT and a share of the command's time:
+#   OUT=$OUT/A bash maintainers/gpu/part.sh A 200 PART…; OUT=$OUT/B bash maintainers/gpu/part.sh B 300 PART…
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
 # One compile cache (Inductor's and Triton's) comes back, $OUT/compile-cache/SWEEP.txz (in 15 MiB parts SWEEP.txz.00,
 # .01, … where larger: keep.sh): that of the sweep that ran last, with what the other sweeps that ran compiled merged
@@ -16,6 +18,8 @@
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
+[ -n "${OUT:-}" ] || { echo "part.sh: OUT is not set (the folder whose files come back)" >&2; exit 2; }
+mkdir -p "$OUT"  # OUT=\$OUT/STUDY for each of several studies in one command: their sweep*.tgz names are alike
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }
