@@ -23,8 +23,8 @@ lr_curves — one row per (parametrization, optimizer, width, lr):
 optima — one row per (parametrization, optimizer, width):
     metric            the loss column the optimum is found on
     best_lr           the fitted optimum: vertex of the parabola in log2(LR) through the grid argmin and its two
-                      neighbours, on the seed-mean `metric` (= best_lr_grid where no parabola fits); null when every
-                      LR diverged
+                      neighbours (least squares through every LR within an octave of it where the grid is finer), on
+                      the seed-mean `metric` (= best_lr_grid where no parabola fits); null when every LR diverged
     best_lr_lo, best_lr_hi   its 90% interval (reports/intervals.py: a bootstrap over seeds, or over the fit);
                       a bound's is open beyond its edge: best_lr_lo 0 at a low edge, best_lr_hi inf at a high one
     interval_method   "seeds" (≥ 3 seeds at best_lr_grid: a bootstrap over seeds) or "fit" (fewer: a bootstrap over

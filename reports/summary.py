@@ -52,8 +52,9 @@ def summary_markdown(a: Analysis) -> str:
             _flag(t["wider_better"]), _flag(t["wider_better_at_base_lr"])]) + " |")
     missing = f" {len(a.missing)} of the grid's {a.grid_size} trials have no result yet." if len(a.missing) else ""
     lines += ["", f"Metric: {a.metric}. best_lr: the fitted vertex of a parabola in log₂ LR through the grid's best "
-                  f"LR (best_lr_grid, in optima.csv) and its two neighbours, on the seed-mean {a.metric}, with its 90% "
-                  f"interval in brackets (≤ / ≥: the optimum is on the grid's low / high edge, a bound); seeds: the "
+                  f"LR (best_lr_grid, in optima.csv) and its two neighbours (every LR within an octave of it where "
+                  f"the grid is finer), on the seed-mean {a.metric}, with its 90% interval in brackets (≤ / ≥: the "
+                  f"optimum is on the grid's low / high edge, a bound); seeds: the "
                   f"fewest any width's optimum rests on, and how its interval was made (seeds: bootstrap over "
                   f"seeds; fit: over the fit, with an assumed noise). Losses: the grid's best {a.metric} per width. "
                   f"Every metric's verdict: verdicts.csv.{missing}"]

@@ -241,6 +241,25 @@ def test_parabola_vertex() -> None:
     assert intervals.parabola_vertex(np.broadcast_to(x, rows.shape), rows)[0] == pytest.approx([-1.7, -2.5])
 
 
+def test_a_grid_finer_than_an_octave_fits_every_lr_within_an_octave() -> None:
+    # half-octave LRs: the vertex is the least-squares parabola's through the five within an octave of the best, so a
+    # bump on one neighbour moves it much less than it moves the parabola through the best and its two neighbours
+    x = np.arange(-10.0, -6.75, 0.5)
+    y = 0.012 * (x + 8.6) ** 2 + np.where(x == -9.0, 0.004, 0.0)
+    window = np.abs(x - x[np.argmin(y)]) <= 1.0
+    c2, c1, _ = np.polyfit(x[window], y[window], 2)
+    v = intervals.vertices(x, y)
+    assert window.sum() == 5 and v.refined[0] and v.x[0] == pytest.approx(-c1 / (2 * c2))
+    three = intervals.parabola_vertex(x[3:6], y[3:6])[0]
+    assert abs(v.x[0] + 8.6) < abs(three + 8.6) / 2
+    # an octave grid keeps the three-point parabola; a diverged LR inside the window leaves the grid LR
+    octave = np.arange(-10.0, -6.5, 1.0)
+    curve = 0.012 * (octave + 8.6) ** 2
+    assert intervals.vertices(octave, curve).x[0] == intervals.parabola_vertex(octave[1:], curve[1:])[0]
+    diverged = intervals.vertices(x, np.where(x == -8.0, np.inf, y))
+    assert not diverged.refined[0] and diverged.x[0] == x[np.argmin(y)]
+
+
 def test_bad_spec_is_refused_by_field() -> None:
     with pytest.raises(ValueError, match="widths"):
         analysis.expand_grid({k: v for k, v in SPEC.items() if k != "widths"})
