@@ -644,6 +644,30 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
         assert noisy[f"{prefix}≥ 1 or open oct: share %"] > quiet[f"{prefix}≥ 1 or open oct: share %"]
 
 
+def test_power_separates_quiet_designs_from_noisy_ones_and_times_them(tmp_path: Path, monkeypatch) -> None:
+    """studies/interval-coverage/power.py: with more seeds and less scatter the report says `transfers` more often
+    at a true slope of 0 and its slope interval is narrower; a design's GPU time is the sum over its widths of the
+    trials' measured (or interpolated) GPU-seconds, times LRs and seeds; a record without its GPU does not count."""
+    monkeypatch.syspath_prepend(str(ROOT / "studies/interval-coverage"))
+    module = script("studies/interval-coverage/power.py", monkeypatch)
+    widths = (256, 1024, 2048)
+    grid = tuple(module.GRIDS.values())[0]
+    quiet, noisy = (module.power(module.Setting("s", 0.012, 0.0, scatter, seeds, log2_lrs=grid, widths=widths), 40)
+                    for scatter, seeds in ((0.002, 8), (0.012, 3)))
+    assert quiet["slope 0: transfers %"] > noisy["slope 0: transfers %"] + 30
+    assert quiet["slope 0: interval width (median)"] < noisy["slope 0: interval width (median)"] / 2
+    (tmp_path / "results").mkdir()
+    for i, (width, seconds, share, gpu) in enumerate([(256, 80.0, 0.25, "H100"), (256, 100.0, 0.25, "H100"),
+                                                      (1024, 60.0, 1.0, "H100"), (1024, 999.0, 1.0, None)]):
+        record = {"status": "ok", "width": width, "train_seconds": seconds, "gpu_share": share, "gpu_name": gpu}
+        (tmp_path / "results" / f"t{i}.json").write_text(json.dumps(record))
+    measured = module.trial_gpu_seconds(tmp_path)
+    assert measured == {256: 22.5, 1024: 60.0}
+    assert module.gpu_seconds_at(512, measured) == pytest.approx((22.5 * 60.0) ** 0.5)
+    with pytest.raises(ValueError):
+        module.gpu_seconds_at(2048, measured)
+
+
 def test_naming_counts_how_often_the_f_test_names_each_group(tmp_path: Path, capsys) -> None:
     """studies/interval-coverage/naming.py: a group seven times the others' scatter is named in most draws, the
     quiet ones in about 1% (the test's level); the table is written where --out says; bad input exits 2."""

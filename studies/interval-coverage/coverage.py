@@ -114,6 +114,7 @@ class Setting:
     log2_lrs: tuple[float, ...] = tuple(LOG2_LRS)
     truth: tuple[float, float] = (-9.0, -8.5)  # the range of the true log2 optimum at width 256
     tail: tuple[float, float] = (0.0, 0.0)     # (share, nats): that share of trials ± that far off, on top of σ
+    widths: tuple[int, ...] = WIDTHS            # the first is the base: its optimum is drawn from `truth`
 
 
 def trial_scatter(scatter: float, tail: tuple[float, float], n: int, rng: np.random.Generator) -> NDArray:
@@ -149,9 +150,10 @@ def simulate(setting: Setting, slope: float, rng: np.random.Generator, pool: tup
     rows, truths = [], []
     for g, factor in enumerate(pool):
         base = rng.uniform(*setting.truth)
-        truths.append(base + slope * np.log2(np.array(WIDTHS) / WIDTHS[0]))
+        widths = np.array(setting.widths)
+        truths.append(base + slope * np.log2(widths / widths[0]))
         offsets = rng.normal(0.0, SEED_OFFSET, setting.seeds)
-        for w, x_star in zip(WIDTHS, truths[-1]):
+        for w, x_star in zip(setting.widths, truths[-1]):
             u = lrs - x_star
             bowl = setting.curvature * u ** 2 + setting.asymmetry * u ** 3
             for s in range(setting.seeds):
@@ -191,7 +193,7 @@ def run(setting: Setting, sims: int, pool: tuple[float, ...] = (1.0,)) -> dict:
             points = optima["log2_best_lr"].to_numpy()
             lo, hi = intervals.interval(reps, points, "fit")  # "fit": the 5th-95th percentiles (and the point)
             pct_held += list((lo <= truth) & (truth <= hi))
-            weights = intervals.slope_weights(np.log2(np.array(WIDTHS, float)))
+            weights = intervals.slope_weights(np.log2(np.array(setting.widths, float)))
             lo, hi = intervals.interval(reps @ weights, float(weights @ points), "fit")
             pct_slope_held.append(bool(lo <= true_slope <= hi))
 
