@@ -74,6 +74,9 @@
 #       recheck-h200  GDN-µP at width 256, 2^-10 … 2^-7, seeds 0–2, by the code at hand on an H200 (it refuses any
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
+#       recheck-seeds  GDN-µP's re-run cells (2^-10 … 2^-7 at width 256, 2^-9 … 2^-7 at 1024 and 2048) at seeds 3–7
+#              on an H100 (it refuses any other GPU) into DIR-recheck, seeds 3 and 4 first: at the re-runs' scatter a
+#              slope interval narrow enough for `transfers` needs 5–8 seeds (studies/interval-coverage/power.py)
 #       recheck-code  the same question on any GPU: GDN-µP at width 256, 2^-9 and 2^-8, seeds 0–2, by the code that
 #              trained the originals (commit e59e93a, its spec), into DIR-recheck-original-code; needs that
 #              commit's tree, TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
@@ -108,7 +111,7 @@ two() {  # WIDTH SP_LRS MUP_LRS: seed 0 first, then seeds 1 and 2
     sweep --set "widths=[$1]" --set 'parametrizations=[sp]' --set "lrs=$2" --set "seeds=$SEEDS"
   done
 }
-known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd gates-2048 code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-2048 recheck-h200 recheck-code" "$@"
+known_parts "base wide edge w2048 mech betalr code code-rules gates-apart hidden-wd gates-2048 code-conv eps-regime conv-why others mid depth4 long long-seeds recheck recheck-256 recheck-slope recheck-2048 recheck-h200 recheck-seeds recheck-code" "$@"
 for PART in "$@"; do
   case $PART in
     base) sweep --set 'widths=[256]' --set 'parametrizations=[sp, gdn-mup]' --set "lrs=$(lrs -10 -9 -8 -7)" ;;
@@ -218,6 +221,16 @@ for PART in "$@"; do
       fi
       sweep_to "${DIR%/}-recheck-h200" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' \
         --set "lrs=$(lrs -10 -9 -8 -7)" ;;
+    recheck-seeds)
+      if [ -z "${PLAN:-}" ]; then
+        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+        case $gpu in *H100*) ;; *) echo "part recheck-seeds runs on an H100 only, as the cells it adds seeds to; this machine's GPU: ${gpu:-none}" >&2
+                                   exit 2 ;; esac
+      fi
+      for SEEDS in 3,4 5,6,7; do
+        plan "$DIR" cells "$SEEDS" "256 gdn-mup -10 -9 -8 -7" "1024 gdn-mup -9 -8 -7" "2048 gdn-mup -9 -8 -7"
+        sweep_to "${DIR%/}-recheck" "${SETS[@]}"
+      done ;;
     recheck-code)
       T=${TREE:-.gpu/trees/e59e93a}
       [ -f "$T/deltamup/__init__.py" ] && [ -f "$T/studies/gdn-adamw-8l/spec.yaml" ] || {
