@@ -681,3 +681,27 @@ def test_the_8_layer_studys_naive_mup_is_floored_apart_at_width_2048() -> None:
         (pl.col("metric") == "val_loss") & (pl.col("width") == 2048)
         & pl.col("parametrization").is_in(at["parametrization"].to_list())).sort("parametrization")
     assert committed["scatter_floor"].to_list() == pytest.approx(at["scatter_floor"].to_list())
+
+
+def test_the_seeds_a_verdict_needs_follow_the_simulated_narrowing() -> None:
+    """interpretation.narrowing reproduces how the report's slope intervals narrowed from 3 seeds to 5 and 8 on the
+    committed simulated sweeps (studies/interval-coverage/power.md: three widths, an octave grid, each noise level)
+    within 0.05; seeds_for_a_verdict names the fewest seeds whose narrowed interval fits the nearer verdict, and says
+    when none up to MAX_SEEDS would."""
+    from deltamup.reports import interpretation
+
+    power = Path(__file__).resolve().parents[1] / "studies" / "interval-coverage" / "power.md"
+    widths: dict[tuple[str, int], float] = {}
+    for line in power.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| 256, 1024, 2048 | 4 LRs, 1 octave apart |"):
+            widths[(cells[3], int(cells[2]))] = float(cells[6])
+    assert len(widths) == 9
+    for sigma in {s for s, _ in widths}:
+        for n in (5, 8):
+            assert widths[(sigma, n)] / widths[(sigma, 3)] == pytest.approx(interpretation.narrowing(n, 3), abs=0.05)
+    text = interpretation.seeds_for_a_verdict(0.10, 0.65, 3)
+    n = int(re.search(r"about (\d+) seeds for `transfers`", text).group(1))
+    assert 0.65 / 2 * interpretation.narrowing(n, 3) < 0.15 <= 0.65 / 2 * interpretation.narrowing(n - 1, 3)
+    assert "for `drifts`" in interpretation.seeds_for_a_verdict(0.30, 0.8, 3)
+    assert interpretation.seeds_for_a_verdict(0.0, 50.0, 3).startswith("more than")
