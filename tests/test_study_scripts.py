@@ -541,13 +541,15 @@ def test_recheck_pairs_the_same_trials_of_two_sweeps(tmp_path: Path) -> None:
     assert run.returncode != 0 and run.stderr.count("\n") == 1 and "no spec.yaml" in run.stderr
 
 
-def test_recheck_h200_refuses_another_gpu_before_any_work(tmp_path: Path) -> None:
-    """studies/gdn-adamw-8l/run.sh recheck-h200 measures the GPU kind: on a machine without an H200 (this one has no
-    GPU) it is one line and exit 2, and no sweep directory is made."""
+@pytest.mark.parametrize(("part", "message"), [
+    ("recheck-h200", "part recheck-h200 runs on an H200 only; this machine's GPU: none"),
+    ("recheck-seeds", "part recheck-seeds runs on an H100 only (the cells' GPU kind); this machine's GPU: none")])
+def test_a_part_of_one_gpu_kind_refuses_another_before_any_work(tmp_path: Path, part: str, message: str) -> None:
+    """studies/gdn-adamw-8l/run.sh recheck-h200 measures the GPU kind, recheck-seeds adds seeds to cells of one: on
+    a machine without that GPU (this one has none) each is one line and exit 2, and no sweep directory is made."""
     run = subprocess.run(["bash", "studies/gdn-adamw-8l/run.sh", str(tmp_path / "sweep"), str(tmp_path / "corpus"),
-                          "recheck-h200"], capture_output=True, text=True, cwd=ROOT)
-    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
-        "part recheck-h200 runs on an H200 only; this machine's GPU: none"]
+                          part], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [message]
     assert not any(tmp_path.iterdir())
 
 

@@ -75,8 +75,8 @@
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
 #       recheck-seeds  GDN-µP's re-run cells (2^-10 … 2^-7 at width 256, 2^-9 … 2^-7 at 1024 and 2048) at seeds 3–7
-#              on an H100 (it refuses any other GPU) into DIR-recheck, seeds 3 and 4 first: at the re-runs' scatter a
-#              slope interval narrow enough for `transfers` needs 5–8 seeds (studies/interval-coverage/power.py)
+#              on an H100 (it refuses any other GPU) into DIR-recheck, seeds 3 and 4 first: at the re-runs' scatter
+#              8 seeds call a slope of 0 `transfers` about two times in three (studies/interval-coverage/power.py)
 #       recheck-code  the same question on any GPU: GDN-µP at width 256, 2^-9 and 2^-8, seeds 0–2, by the code that
 #              trained the originals (commit e59e93a, its spec), into DIR-recheck-original-code; needs that
 #              commit's tree, TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
@@ -224,7 +224,8 @@ for PART in "$@"; do
     recheck-seeds)
       if [ -z "${PLAN:-}" ]; then
         gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-        case $gpu in *H100*) ;; *) echo "part recheck-seeds runs on an H100 only, as the cells it adds seeds to; this machine's GPU: ${gpu:-none}" >&2
+        case $gpu in *H100*) ;; *) echo "part recheck-seeds runs on an H100 only (the cells' GPU kind);" \
+                                        "this machine's GPU: ${gpu:-none}" >&2
                                    exit 2 ;; esac
       fi
       for SEEDS in 3,4 5,6,7; do
