@@ -8,6 +8,8 @@
 #   seeds_around "WIDTHS" "PARAMS" E0     seeds 1 and 2 at each one's seed-0 optimum e (E0 without one), e/2 and 2e
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
 #   known_parts "NAME…" PART…             every PART one of the names, before any part runs (else one line, exit 2)
+#   only_on KIND PART [WHY]               exit 2 with one line unless this machine's GPU's name holds KIND (not
+#                                         under PLAN): a part whose trials must share a GPU kind
 # seeds_around and edges run every (width, parametrization) of theirs in one sweep (its `only` cells): one driver
 # run, its graphs compiled side by side and its trials packed together, instead of one run a group.
 # PART_SETS="KEY=VALUE …" bash studies/NAME/run.sh …: every sweep of the parts also takes these --set arguments,
@@ -51,4 +53,10 @@ known_parts() {
   for part in "$@"; do
     case " $known " in *" $part "*) ;; *) echo "unknown part $part ($known)" >&2; exit 2 ;; esac
   done
+}
+only_on() {
+  [ -z "${PLAN:-}" ] || return 0
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+  case $gpu in *"$1"*) ;; *) echo "part $2 runs on an $1 only${3:-}; this machine's GPU: ${gpu:-none}" >&2; exit 2 ;; esac
 }

@@ -214,20 +214,11 @@ for PART in "$@"; do
     recheck-2048)
       sweep_to "${DIR%/}-recheck" --set 'widths=[2048]' --set 'parametrizations=[gdn-mup]' --set "lrs=$(lrs -9 -8 -7)" ;;
     recheck-h200)
-      if [ -z "${PLAN:-}" ]; then
-        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-        case $gpu in *H200*) ;; *) echo "part recheck-h200 runs on an H200 only; this machine's GPU: ${gpu:-none}" >&2
-                                   exit 2 ;; esac
-      fi
+      only_on H200 recheck-h200
       sweep_to "${DIR%/}-recheck-h200" --set 'widths=[256]' --set 'parametrizations=[gdn-mup]' \
         --set "lrs=$(lrs -10 -9 -8 -7)" ;;
     recheck-seeds)
-      if [ -z "${PLAN:-}" ]; then
-        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-        case $gpu in *H100*) ;; *) echo "part recheck-seeds runs on an H100 only (the cells' GPU kind);" \
-                                        "this machine's GPU: ${gpu:-none}" >&2
-                                   exit 2 ;; esac
-      fi
+      only_on H100 recheck-seeds " (the cells' GPU kind)"
       for SEEDS in 3,4 5,6,7; do
         plan "$DIR" cells "$SEEDS" "256 gdn-mup -10 -9 -8 -7" "1024 gdn-mup -9 -8 -7" "2048 gdn-mup -9 -8 -7"
         sweep_to "${DIR%/}-recheck" "${SETS[@]}"
