@@ -55,7 +55,7 @@ def test_every_relative_link_resolves(doc: Path):
 
 @pytest.mark.parametrize("sweeps", [("gdn-adamw/sweep", "gdn-sgd/sweep", "gdp2-adamw/sweep"),
                                     ("gdn-adamw-8l/sweep",), ("gdn-adamw-8l/sweep-4l",),
-                                    ("gdn-sgd-noclip/sweep",), ("gdn-hparams-8l/sweep",)])
+                                    ("gdn-sgd-noclip/sweep",), ("gdn-hparams-8l/sweep",), ("gdp2-adamw/sweep-neg",)])
 def test_sweeps_table_is_what_the_committed_sweeps_give(sweeps):
     """benchmarks/sweeps.md's GPU tables are benchmarks/sweep_runs.py's output over the studies' committed sweeps."""
     sweeps = [f"studies/{s}" for s in sweeps]
