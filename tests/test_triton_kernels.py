@@ -272,7 +272,9 @@ def test_a_forward_alone_stores_nothing_for_a_backward(T_tok, K, V, nh, norm, mo
 def test_the_op_without_save_returns_what_its_fake_does(K):
     """chunk_gated_delta_fwd without save (K 64), and where chunk_fwd stores h, v_new and w anyway (K 32: narrow
     heads, which have no FUSE_O candidate): the op returns them empty, as its fake implementation does (what
-    torch.compile plans with), and o is the saving op's."""
+    torch.compile plans with), and o is the saving op's to fp32 rounding (at K 64 the op without save computes o in
+    the state pass, FUSE_O, the saving op in the output pass: two summation orders, which the interpreter's BLAS rounds
+    alike on some CPUs and not on others)."""
     from deltamup.kernels.triton import function
 
     x = {n: t.float().contiguous() for n, t in make_inputs(1, 70, 2, K, 64, "random").items()}
@@ -283,7 +285,7 @@ def test_the_op_without_save_returns_what_its_fake_does(K):
                                                 for a in args), False)
     assert [t.shape for t in lean] == [t.shape for t in fake] and [t.dtype for t in lean] == [t.dtype for t in fake]
     assert all(t.numel() == 0 for t in lean[5:]) and all(t.numel() > 0 for t in full[5:])
-    assert torch.equal(lean[0], full[0])
+    assert_close({"o": lean[0]}, {"o": full[0].double()}, 1e-6)
 
 
 def test_the_entry_point_saves_only_where_a_gradient_is_wanted(monkeypatch):
