@@ -649,7 +649,8 @@ def test_conditional_coverage_bins_each_widths_interval_by_how_wide_it_came_out(
 def test_power_separates_quiet_designs_from_noisy_ones_and_times_them(tmp_path: Path, monkeypatch) -> None:
     """studies/interval-coverage/power.py: with more seeds and less scatter the report says `transfers` more often
     at a true slope of 0 and its slope interval is narrower; a design's GPU time is the sum over its widths of the
-    trials' measured (or interpolated) GPU-seconds, times LRs and seeds; a record without its GPU does not count."""
+    trials' measured (or interpolated) GPU-seconds, times LRs and seeds; a record without its GPU, or of another GPU
+    kind, does not count."""
     monkeypatch.syspath_prepend(str(ROOT / "studies/interval-coverage"))
     module = script("studies/interval-coverage/power.py", monkeypatch)
     widths = (256, 1024, 2048)
@@ -660,7 +661,8 @@ def test_power_separates_quiet_designs_from_noisy_ones_and_times_them(tmp_path: 
     assert quiet["slope 0: interval width (median)"] < noisy["slope 0: interval width (median)"] / 2
     (tmp_path / "results").mkdir()
     for i, (width, seconds, share, gpu) in enumerate([(256, 80.0, 0.25, "H100"), (256, 100.0, 0.25, "H100"),
-                                                      (1024, 60.0, 1.0, "H100"), (1024, 999.0, 1.0, None)]):
+                                                      (1024, 60.0, 1.0, "H100"), (1024, 999.0, 1.0, None),
+                                                      (1024, 30.0, 1.0, "NVIDIA H200")]):
         record = {"status": "ok", "width": width, "train_seconds": seconds, "gpu_share": share, "gpu_name": gpu}
         (tmp_path / "results" / f"t{i}.json").write_text(json.dumps(record))
     measured = module.trial_gpu_seconds(tmp_path)

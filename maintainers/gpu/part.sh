@@ -19,7 +19,7 @@ set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
 [ -n "${OUT:-}" ] || { echo "part.sh: OUT is not set (the folder whose files come back)" >&2; exit 2; }
-mkdir -p "$OUT"  # OUT=\$OUT/STUDY for each of several studies in one command: their sweep*.tgz names are alike
+mkdir -p "$OUT"  # OUT=$OUT/STUDY for each of several studies in one command: their sweep*.tgz names are alike
 source .gpu/sbundle/setup.sh
 python3 -m pip install --no-deps --no-build-isolation --no-index -q -e . > /tmp/pip-install.log 2>&1 \
   || { cat /tmp/pip-install.log; exit 1; }

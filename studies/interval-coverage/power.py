@@ -46,12 +46,13 @@ SCATTERS = (0.004, 0.008, 0.012)
 SLOPES = (0.0, 0.2, 0.35)
 
 
-def trial_gpu_seconds(sweep: Path = STUDY) -> dict[int, float]:
-    """{width: median GPU-seconds of a trial's training} from the sweep's records that name their GPU and share."""
+def trial_gpu_seconds(sweep: Path = STUDY, gpu: str = "H100") -> dict[int, float]:
+    """{width: median GPU-seconds of a trial's training} from the sweep's records whose GPU's name holds `gpu` and
+    that record their share of it."""
     by: dict[int, list[float]] = {}
     for path in glob.glob(f"{sweep}/results/*.json"):
-        record = json.load(open(path))
-        if record["status"] == "ok" and record.get("gpu_name") and record.get("gpu_share"):
+        record = json.loads(Path(path).read_text())
+        if record["status"] == "ok" and gpu in (record.get("gpu_name") or "") and record.get("gpu_share"):
             by.setdefault(record["width"], []).append(record["train_seconds"] * record["gpu_share"])
     return {width: statistics.median(seconds) for width, seconds in sorted(by.items())}
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals.SPAN = args.span
     measured = trial_gpu_seconds()
     if not measured:
-        parser.error(f"no trial in {STUDY} names its GPU and share: nothing to time the designs by")
+        parser.error(f"no trial in {STUDY} names an H100 and its share of it: nothing to time the designs by")
     started = time.time()
     rows = []
     for widths in WIDTH_SETS:
