@@ -39,6 +39,11 @@ if not os.path.exists("/dev/nvidiactl"):
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from fast_interpreter import speed_up  # noqa: E402
+
+    speed_up()
+
 # One intra-op thread per test process: pyproject's addopts run two pytest-xdist workers on a 2-core machine, and a
 # second thread on tiny tensors mostly spins (test_coord_check + test_triton_kernels: 266 CPU-s with two threads,
 # 209 with one, 10 s apart in wall time run alone).
