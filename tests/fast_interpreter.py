@@ -12,9 +12,13 @@ Together they halve test_triton_kernels on 2 cores (248 against 135 CPU-s, 144 a
 """
 import dataclasses
 import inspect
+from collections.abc import Callable
+
+tritons_patch_builtin: Callable | None = None  # the interpreter's own, where speed_up replaced it (tests compare)
 
 
 def speed_up() -> None:
+    global tritons_patch_builtin
     from triton.language import core
     from triton.runtime import interpreter
 
@@ -24,8 +28,8 @@ def speed_up() -> None:
         builder.options = dataclasses.replace(options, sanitize_overflow=False)
 
     patch_attr = getattr(interpreter, "_patch_attr", None)
-    if patch_attr is None or list(inspect.signature(interpreter._patch_builtin).parameters) != ["pkg", "builder",
-                                                                                                    "scope"]:
+    expected = ["pkg", "builder", "scope"] == list(inspect.signature(interpreter._patch_builtin).parameters)
+    if tritons_patch_builtin is not None or patch_attr is None or not expected:
         return
     builtin_names: dict[int, list[str]] = {}
 
@@ -38,4 +42,4 @@ def speed_up() -> None:
             if core.is_builtin(member):  # not while a launch has it wrapped (a helper's call inside the launch)
                 patch_attr(pkg, name, member, builder, scope)
 
-    interpreter._patch_builtin = patch_builtin
+    tritons_patch_builtin, interpreter._patch_builtin = interpreter._patch_builtin, patch_builtin
