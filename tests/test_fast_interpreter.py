@@ -14,28 +14,24 @@ def wrapped(patch_builtin, pkgs) -> list[list[str]]:
 
     scope = interpreter._LangPatchScope()
     try:
-        first = [[name for _, name, _ in _changes(scope, patch_builtin, pkg)] for pkg in pkgs]
-        inside = [[name for _, name, _ in _changes(scope, patch_builtin, pkg)] for pkg in pkgs]
+        names = []
+        for pkg in pkgs + pkgs:  # the second pass: inside the launch the first one patched
+            before = len(scope._changes)
+            patch_builtin(pkg, interpreter.interpreter_builder, scope)
+            names.append([name for _, name, _ in scope._changes[before:]])
     finally:
         scope.restore()
-    return first + inside
-
-
-def _changes(scope, patch_builtin, pkg) -> list:
-    from triton.runtime import interpreter
-
-    before = len(scope._changes)
-    patch_builtin(pkg, interpreter.interpreter_builder, scope)
-    return scope._changes[before:]
+    return names
 
 
 def test_the_fast_interpreter_wraps_what_tritons_own_does():
     import triton.language as tl
     from triton.runtime import interpreter
 
-    assert fast_interpreter.tritons_patch_builtin is not None, "speed_up found no interpreter to speed up"
+    if fast_interpreter.tritons_patch_builtin is None:  # correct but slower: -ra's summary says so
+        pytest.skip("this Triton's interpreter lacks the parts speed_up expects: the kernel tests run it unchanged")
     assert interpreter._patch_builtin is not fast_interpreter.tritons_patch_builtin
-    assert interpreter.interpreter_builder.options.sanitize_overflow is False
+    assert getattr(interpreter.interpreter_builder.options, "sanitize_overflow", False) is False
     pkgs = (tl, tl.tensor, tl.math, tl.core.tensor_descriptor_base)
     ours, theirs = wrapped(interpreter._patch_builtin, pkgs), wrapped(fast_interpreter.tritons_patch_builtin, pkgs)
     assert ours == theirs
