@@ -9,8 +9,10 @@ when every finished, non-diverged trial of the sweep has one, else `smoothed_los
 the end); every other complete one (`val_loss`, `smoothed_loss`, `final_train_loss`, and the horizons
 `val_loss_h25`, `val_loss_h50`, …: validation loss at that percentage of the steps) gets its own verdict
 (verdicts.csv). Diverged trials (diverged flag, status "diverged" or a non-finite loss) count as +inf (at a horizon
-only a non-finite value does: a trial may diverge after it); trials that failed for another reason (status
-"error", …) are left out and counted.
+only a non-finite value does: a trial may diverge after it), and so does a finite loss above ln V (V the vocabulary),
+the loss of the uniform prediction every trial starts near: a run that ends worse than it began has blown up even
+where its loss stayed finite, and its value (9–88 nats in the committed sweeps) would otherwise pass for a seed's luck
+in the seed-adjusted means; trials that failed for another reason (status "error", …) are left out and counted.
 
 lr_curves — one row per (parametrization, optimizer, width, lr):
     metric, loss (seed-mean of `metric`; +inf when any seed diverged), loss_se (standard error across seeds; null
@@ -308,6 +310,13 @@ def _diverged(trials: pl.DataFrame) -> pl.Expr:
     return flag | status
 
 
+def _blew_up(trials: pl.DataFrame, raw: pl.Expr) -> pl.Expr:
+    """A finite loss above ln V (nats; V the record's vocab_size), worse than the uniform prediction."""
+    if "vocab_size" not in trials.columns:
+        return pl.lit(False)
+    return (raw > pl.col("vocab_size").cast(pl.Float64).log()).fill_null(False)
+
+
 def _with_status(trials: pl.DataFrame) -> pl.DataFrame:
     return trials if "status" in trials.columns else trials.with_columns(pl.lit("ok").alias("status"))
 
@@ -326,7 +335,7 @@ def trial_losses(trials: pl.DataFrame, metric: str | None = None) -> pl.DataFram
         raise ValueError(f"trials have no {metric!r} column")
     raw = pl.col(metric).cast(pl.Float64)
     flagged = _diverged(trials) & (~raw.is_finite().fill_null(True) if HORIZON.match(metric) else pl.lit(True))
-    diverged = flagged | ~raw.is_finite().fill_null(True)
+    diverged = flagged | ~raw.is_finite().fill_null(True) | _blew_up(trials, raw)
     finished = _finished() | _diverged(trials)
     return trials.with_columns(pl.when(diverged).then(float("inf")).otherwise(raw).alias("loss"),
                                (~finished).alias("failed"))

@@ -17,8 +17,9 @@
 
 The --set lines name the widths, parametrizations and LRs the sweep's axes need and the `only` cells that pick the
 points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
-stderr. Finished trials count (`status: ok`, and `diverged` as an infinite loss: an LR where a seed diverged is
-never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves (round(log2 lr)). An
+stderr. Finished trials count (`status: ok`, and `diverged` or a loss above ln V as an infinite loss: an LR where a
+seed diverged is never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves
+(round(log2 lr)). An
 optimum counts only among ≥ 3 LRs: with one or two, the best is wherever the first trials happened to run, and a
 part centred on it would follow its own first trials down (or up) the grid.
 """
@@ -35,12 +36,14 @@ Cell = tuple[int, str, list[int]]  # (width, parametrization, log2 of its LRs)
 
 def losses(out: str) -> dict[tuple[int, str], dict[int, dict[int, float]]]:
     """{(width, parametrization): {log2 lr: {seed: val_loss}}} of the finished trials under out/results; a diverged
-    trial counts as inf (worse than any loss: the LR is past the edge of stability)."""
+    trial counts as inf (worse than any loss: the LR is past the edge of stability), and so does one that ended above
+    ln V, worse than the uniform prediction (as in the report: reports/analysis.py)."""
     by: dict[tuple[int, str], dict[int, dict[int, float]]] = {}
     for path in glob.glob(f"{out}/results/*.json"):
         r = json.load(open(path))
         if r["status"] in ("ok", "diverged"):
             loss = r["val_loss"] if r["status"] == "ok" else math.inf
+            loss = math.inf if loss > math.log(r.get("vocab_size") or math.inf) else loss
             octave = round(math.log2(r["lr"]))
             by.setdefault((r["width"], r["parametrization"]), {}).setdefault(octave, {})[r["seed"]] = loss
     return by

@@ -156,6 +156,27 @@ def test_diverged_seed_makes_the_lr_infinite_and_blocks_the_parabola(result: ana
     assert row(result.optima, parametrization="sp", width=1024)["n_diverged_lrs"] == 1
 
 
+def test_a_finite_loss_above_the_uniform_predictions_is_diverged_and_moves_no_seed_offset() -> None:
+    """Seed 0 over the whole grid, seeds 1 and 2 at the optimum and its neighbours (the studies' design); seed 1 blows
+    up at 2^-4 to 12 nats, finite but above ln 256 = 5.55. It counts as diverged, and seed 0's lone cells keep their
+    true seed-mean value: the blown-up loss is not taken for seed 1's luck (which would shift every seed-0 cell)."""
+    offsets = {0: 0.02, 1: -0.01, 2: -0.01}
+    rows = []
+    for x in range(-9, -3):
+        for s in (0, 1, 2) if x >= -6 else (0,):
+            loss = 12.0 if (x, s) == (-4, 1) else 2.4 + C * (x + 6) ** 2 + offsets[s]
+            rows.append(dict(parametrization="gdn-mup", optimizer="sgd", width=256, lr=2.0 ** x, seed=s,
+                             status="ok", diverged=False, val_loss=loss, vocab_size=256))
+    curves = analysis.lr_curves(pl.DataFrame(rows), "val_loss")
+    blown = row(curves, lr=2.0 ** -4)
+    assert math.isinf(blown["loss"]) and blown["n_diverged"] == 1 and blown["n_seeds"] == 3
+    for x in (-9, -8, -7):
+        r = row(curves, lr=2.0 ** x)
+        assert r["seed_adjusted"] and r["loss"] == pytest.approx(2.4 + C * (x + 6) ** 2, abs=1e-9)
+    assert math.isfinite(row(analysis.lr_curves(pl.DataFrame(rows).drop("vocab_size"), "val_loss"),
+                             lr=2.0 ** -4)["loss"])  # without a vocabulary no threshold applies
+
+
 def test_failed_trial_is_left_out_not_counted_as_diverged(result: analysis.Analysis) -> None:
     curve = row(result.curves, **{k: v for k, v in FAILED.items() if k != "seed"})
     assert curve["n_seeds"] == 2 and curve["n_failed"] == 1 and curve["n_diverged"] == 0
