@@ -5,6 +5,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -129,6 +130,14 @@ def test_a_diverged_seed_marks_an_edge_and_is_never_an_optimum(tmp_path: Path) -
     write_trials(high, {(-5, 1): 1.0}, status="diverged")
     assert optima(high, "optimum", "256", "sp", "0") == "-6"
     assert optima(high, "edges") == ""
+    # the same with that seed blown up to a finite loss above ln V (V = 256: 5.55 nats), as the report counts it
+    blown = tmp_path / "blown"
+    shutil.copytree(high / "results", blown / "results")
+    (blown / "results" / "sp.w256.lr-5.s1.diverged.json").unlink()
+    record = {"width": 256, "parametrization": "sp", "lr": 2.0 ** -5, "seed": 1, "status": "ok", "val_loss": 11.8,
+              "vocab_size": 256}
+    (blown / "results" / "sp.w256.lr-5.s1.ok.json").write_text(json.dumps(record))
+    assert optima(blown, "edges") == ""
 
 
 def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> None:
