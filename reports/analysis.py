@@ -11,8 +11,8 @@ the end); every other complete one (`val_loss`, `smoothed_loss`, `final_train_lo
 (verdicts.csv). Diverged trials (diverged flag, status "diverged" or a non-finite loss) count as +inf (at a horizon
 only a non-finite value does: a trial may diverge after it), and so does a finite loss above ln V (V the vocabulary),
 the loss of the uniform prediction every trial starts near: a run that ends worse than it began has blown up even
-where its loss stayed finite, and its value (9–88 nats in the committed sweeps) would otherwise pass for a seed's luck
-in the seed-adjusted means; trials that failed for another reason (status "error", …) are left out and counted.
+where its loss stayed finite, and its value would otherwise pass for a seed's luck in the seed-adjusted means;
+trials that failed for another reason (status "error", …) are left out and counted.
 
 lr_curves — one row per (parametrization, optimizer, width, lr):
     metric, loss (seed-mean of `metric`; +inf when any seed diverged), loss_se (standard error across seeds; null

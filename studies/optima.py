@@ -19,9 +19,8 @@ The --set lines name the widths, parametrizations and LRs the sweep's axes need 
 points (sweeps/spec.py), so that a part is one driver run whatever the number of groups; what each cell is goes to
 stderr. Finished trials count (`status: ok`, and `diverged` or a loss above ln V as an infinite loss: an LR where a
 seed diverged is never an optimum, and an optimum beside it is on an edge); LRs are read as whole octaves
-(round(log2 lr)). An
-optimum counts only among ≥ 3 LRs: with one or two, the best is wherever the first trials happened to run, and a
-part centred on it would follow its own first trials down (or up) the grid.
+(round(log2 lr)). An optimum counts only among ≥ 3 LRs: with one or two, the best is wherever the first trials
+happened to run, and a part centred on it would follow its own first trials down (or up) the grid.
 """
 from __future__ import annotations
 
