@@ -76,3 +76,76 @@ def test_a_kept_cache_in_parts_restores_whole(tmp_path: Path) -> None:
     assert "./results/t.json" in listed and "ray" not in listed and "compile-cache" not in listed
     assert _keep("--restore", out / "sweep.txz", tmp_path / "restored").returncode == 0
     assert (tmp_path / "restored/triton/k/b.ptx").read_text() == kernel
+
+
+def test_only_what_changed_since_the_parts_started_is_kept(tmp_path: Path) -> None:
+    """--touched: a sweep directory changed where a file other than Ray's scratch, the checkpoints and the compile
+    cache is newer than SINCE; keep.sh with SINCE tars the compile cache only where something in it is newer (a cache
+    carried in and only read does not take one of the returned files)."""
+    since = tmp_path / "since"
+    _write(since, "", mtime=1000)
+    sweep = tmp_path / "sweep"
+    _write(sweep / "results/old.json", "{}", mtime=500)
+    _write(sweep / "ray/session.log", "scratch")
+    _write(sweep / "partial/t/ckpt.pt", "checkpoint")
+    _write(sweep / "compile-cache/inductor/graph.py", "carried in", mtime=500)
+    assert _keep("--touched", sweep, since).returncode == 1  # scratch, checkpoints and the cache do not count
+    out = tmp_path / "out"
+    out.mkdir()
+    assert _keep(sweep, out / "sweep.tgz", out / "cache.txz", since).returncode == 0
+    assert (out / "sweep.tgz").exists() and not list(out.glob("cache.txz*"))  # the cache only read: not returned
+    _write(sweep / "results/new.json", "{}")
+    _write(sweep / "compile-cache/triton/k/new.cubin", "compiled here")
+    assert _keep("--touched", sweep, since).returncode == 0
+    assert _keep("--cache", sweep, out / "cache.txz", since).returncode == 0
+    assert _keep("--restore", out / "cache.txz", tmp_path / "restored").returncode == 0
+    assert (tmp_path / "restored/triton/k/new.cubin").read_text() == "compiled here"
+    assert (tmp_path / "restored/inductor/graph.py").read_text() == "carried in"  # the whole cache, merged
+
+
+def test_every_with_since_tars_only_the_sweeps_the_parts_changed(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    since, work, out = tmp_path / "since", tmp_path / "work", tmp_path / "out"
+    _write(since, "", mtime=1000)
+    _write(work / "sweep/results/committed.json", "{}", mtime=500)  # a committed sweep these parts did not run
+    _write(work / "sweep-neg/results/committed.json", "{}", mtime=500)
+    out.mkdir()
+    loop = subprocess.Popen(["bash", str(KEEP), "--every", "0.2", str(work), str(out), str(since)])
+    try:
+        _write(work / "sweep-neg/results/new.json", "{}")
+        deadline = time.time() + 30
+        while not (out / "sweep-neg.tgz").exists() and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        assert loop.wait(timeout=30) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["sweep-neg.tgz"]
+
+
+def test_fit_leaves_caches_out_largest_first_then_packs_the_results(tmp_path: Path) -> None:
+    """--fit: at most KEEP_MAX_FILES (8) files come back from a command; compile caches go first, the largest (a
+    cache's parts counted together) first; where the results alone are still too many, they come as one tar."""
+    import tarfile
+
+    out = tmp_path / "out"
+    results = ["a/a.log", "a/sweep.tgz", "b/b.log", "b/sweep.tgz", "b/sweep-neg.tgz", "c/c.log", "c/sweep.tgz"]
+    for name in results:
+        _write(out / name, name)
+    _write(out / "a/compile-cache/sweep.txz", "x" * 3000)
+    _write(out / "b/compile-cache/sweep-neg.txz.00", "x" * 2000)  # 4000 together: the largest
+    _write(out / "b/compile-cache/sweep-neg.txz.01", "x" * 2000)
+    fitted = _keep("--fit", out)
+    assert fitted.returncode == 0
+    assert fitted.stdout == f"keep.sh: 10 files under {out}, 8 come back: left out the compile cache " \
+                            f"{out}/b/compile-cache/sweep-neg.txz\n"
+    assert (out / "a/compile-cache/sweep.txz").exists() and not list((out / "b/compile-cache").iterdir())
+    assert _keep("--fit", out).stdout == ""  # 8 files: nothing to do
+    few = subprocess.run(["bash", str(KEEP), "--fit", str(out)], capture_output=True, text=True,
+                         env={**os.environ, "KEEP_MAX_FILES": "5"})
+    assert few.returncode == 0 and "left out the compile cache" in few.stdout and "results.tar" in few.stdout
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()] == ["results.tar"]
+    with tarfile.open(out / "results.tar") as tar:
+        assert sorted(n.removeprefix("./") for n in tar.getnames()) == sorted(results)
+        assert tar.extractfile("./b/sweep-neg.tgz").read() == b"b/sweep-neg.tgz"

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with carry [".gpu/sbundle", ".gpu/corpus.tar.xz"] (or the study's
 # build as .gpu/corpus-BUILD.tar.xz, BUILD its spec's tokens_sha256): a study's parts
-# under one time limit, each sweep directory tarred into $OUT for the trip back. A warm machine keeps
+# under one time limit, each sweep directory the parts ran tarred into $OUT for the trip back. A warm machine keeps
 # /tmp/st/STUDY/ (the sweep directories with their checkpoints and compile cache) from the command before, so the
 # next command resumes there; a fresh one starts from the committed sweep directories. Every minute the sweep
-# directories are tarred into $OUT as well, so a command the device's own time limit kills still returns the trials
-# that finished.
-#   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* directory
-# Several studies in one command, each with its own OUT and a share of the command's time:
-#   OUT=$OUT/A bash maintainers/gpu/part.sh A 200 PART…; OUT=$OUT/B bash maintainers/gpu/part.sh B 300 PART…
+# directories the parts changed are tarred into $OUT as well, so a command the device's own time limit kills still
+# returns the trials that finished. A committed sweep the parts did not touch does not come back.
+#   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* they ran
+# Several studies in one command, each with its own OUT and a share of the command's time, and at the end the
+# device's limit of 8 returned files kept (compile caches left out first, keep.sh --fit):
+#   OUT0=$OUT; OUT=$OUT0/A bash maintainers/gpu/part.sh A 200 PART…; OUT=$OUT0/B bash maintainers/gpu/part.sh B 300 PART…; \
+#     bash maintainers/gpu/keep.sh --fit $OUT0
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
-# One compile cache (Inductor's and Triton's) comes back, $OUT/compile-cache/SWEEP.txz (in 15 MiB parts SWEEP.txz.00,
-# .01, … where larger: keep.sh): that of the sweep that ran last, with what the other sweeps that ran compiled merged
-# in. Kept as .gpu/cache/STUDY/SWEEP.txz* (git-ignored, the only cache there) and carried (carry: [...,
+# (Where $OUT0/results.tar came back instead, untar it first.) At most one compile cache (Inductor's and Triton's)
+# comes back, $OUT/compile-cache/SWEEP.txz (in 15 MiB parts SWEEP.txz.00, .01, … where larger: keep.sh): that of the
+# sweep that ran last, with what the other sweeps that ran compiled merged in, and only where the parts compiled
+# something into it (a cache carried in and only read stays as carried). Kept as .gpu/cache/STUDY/SWEEP.txz* (git-ignored, the only cache there) and carried (carry: [...,
 # ".gpu/cache/STUDY"]), a fresh machine of the same kind starts every sweep directory of the study from it
 # (keep.sh --seed) instead of compiling for minutes.
 set -u
@@ -46,7 +49,7 @@ bash maintainers/gpu/keep.sh --seed "$WORK"  # the other sweep directories start
 STARTED=$WORK/.parts-started  # the sweeps that run from here on append to their runs.jsonl
 touch "$STARTED"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" &  # a kill from outside keeps what finished by the last round
+bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" "$STARTED" &  # a kill from outside keeps what finished by the last round
 SNAPSHOTS=$!
 trap 'kill "$SNAPSHOTS" 2>/dev/null' EXIT
 # the sweeps start no trial their widths' finished trials say would end within 10 s of the cut (studies/parts.sh)
@@ -56,14 +59,15 @@ rc=${PIPESTATUS[0]}  # the parts' status (124: the time limit cut them), after e
 kill "$SNAPSHOTS"; wait "$SNAPSHOTS"  # the round in flight finishes first
 CACHED=$(bash maintainers/gpu/keep.sh --merge "$WORK" "$STARTED")  # the one sweep whose cache goes back
 mkdir -p "$OUT/compile-cache"
-for d in "$WORK"/sweep*/; do
+for d in "$WORK"/sweep*/; do  # the sweeps these parts ran (a committed one they did not touch stays here)
   NAME=$(basename "$d")
-  if [ "${d%/}" = "$CACHED" ]; then
-    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz" "$OUT/compile-cache/$NAME.txz"
-    ls "$OUT/compile-cache/$NAME".txz* > /dev/null 2>&1 \
-      && echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".txz* | tail -n 1 | cut -f1) compressed"
+  if bash maintainers/gpu/keep.sh --touched "${d%/}" "$STARTED"; then bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"; fi
+  [ "${d%/}" = "$CACHED" ] || continue
+  bash maintainers/gpu/keep.sh --cache "$d" "$OUT/compile-cache/$NAME.txz" "$STARTED"  # where these parts compiled
+  if ls "$OUT/compile-cache/$NAME".txz* > /dev/null 2>&1; then
+    echo "compile cache of $NAME kept: $(du -ch "$OUT/compile-cache/$NAME".txz* | tail -n 1 | cut -f1) compressed"
   else
-    bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"
+    echo "compile cache of $NAME: nothing compiled into it by these parts, not returned"
   fi
 done
 exit "$rc"
