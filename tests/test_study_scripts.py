@@ -681,6 +681,28 @@ def test_power_separates_quiet_designs_from_noisy_ones_and_times_them(tmp_path: 
         module.gpu_seconds_at(2048, measured)
 
 
+def test_power_widths_runs_one_width_set_of_its_own(tmp_path: Path, monkeypatch) -> None:
+    """power.py --widths: the designs at that width set only, timed by its widths, the flag in the table's command
+    line; widths not increasing, or fewer than two, exit 2 before any simulation."""
+    monkeypatch.syspath_prepend(str(ROOT / "studies/interval-coverage"))
+    module = script("studies/interval-coverage/power.py", monkeypatch)
+    for bad in ("2048,256", "256", "256,256"):
+        with pytest.raises(SystemExit) as exit_:
+            module.main(["--widths", bad, "--sims", "10"])
+        assert exit_.value.code == 2
+    monkeypatch.setattr(module, "SEEDS", (3,))
+    monkeypatch.setattr(module, "SCATTERS", (0.008,))
+    monkeypatch.setattr(module, "GRIDS", dict(list(module.GRIDS.items())[:1]))
+    assert module.main(["--widths", "256,2048", "--sims", "10", "--out", str(tmp_path / "p.md")]) == 0
+    text = (tmp_path / "p.md").read_text()
+    assert "--sims 10 --widths 256,2048`" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 256")]
+    assert len(rows) == 1 and rows[0].startswith("| 256, 2048 |")
+    measured = module.trial_gpu_seconds()
+    hours = (measured[256] + measured[2048]) * 4 * 3 / 3600
+    assert rows[0].rstrip(" |").endswith(f"{round(hours, 1)}")
+
+
 def test_naming_counts_how_often_the_f_test_names_each_group(tmp_path: Path, capsys) -> None:
     """studies/interval-coverage/naming.py: a group seven times the others' scatter is named in most draws, the
     quiet ones in about 1% (the test's level); the table is written where --out says; bad input exits 2."""

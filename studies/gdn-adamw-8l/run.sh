@@ -75,8 +75,9 @@
 #              other GPU), into DIR-recheck-h200: beside the originals (H200s, earlier code) and recheck-256 and
 #              recheck-slope (an H100, this code), it says whether the GPU kind or the code moved recheck-256's 2^-8
 #       recheck-seeds  GDN-µP's re-run cells (2^-10 … 2^-7 at width 256, 2^-9 … 2^-7 at 1024 and 2048) at seeds 3–7
-#              on an H100 (it refuses any other GPU) into DIR-recheck, seeds 3 and 4 first: at the re-runs' scatter
-#              8 seeds call a slope of 0 `transfers` about two times in three (studies/interval-coverage/power.py)
+#              on an H100 (it refuses any other GPU) into DIR-recheck: widths 256 and 2048 first, seeds 3 and 4
+#              before 5–7, then 1024: at the re-runs' scatter 8 seeds call a slope of 0 `transfers` about two times
+#              in three, the ends alone as often (studies/interval-coverage/power.py, power-ends.md)
 #       recheck-code  the same question on any GPU: GDN-µP at width 256, 2^-9 and 2^-8, seeds 0–2, by the code that
 #              trained the originals (commit e59e93a, its spec), into DIR-recheck-original-code; needs that
 #              commit's tree, TREE=.gpu/trees/e59e93a (bash maintainers/gpu/tree.sh e59e93a .gpu/trees/e59e93a, carried)
@@ -219,10 +220,12 @@ for PART in "$@"; do
         --set "lrs=$(lrs -10 -9 -8 -7)" ;;
     recheck-seeds)
       only_on H100 recheck-seeds " (the cells' GPU kind)"
-      for SEEDS in 3,4 5,6,7; do
-        plan "$DIR" cells "$SEEDS" "256 gdn-mup -10 -9 -8 -7" "1024 gdn-mup -9 -8 -7" "2048 gdn-mup -9 -8 -7"
+      for SEEDS in 3,4 5,6,7; do  # the ends first: they carry the slope (power-ends.md); 1024 last
+        plan "$DIR" cells "$SEEDS" "256 gdn-mup -10 -9 -8 -7" "2048 gdn-mup -9 -8 -7"
         sweep_to "${DIR%/}-recheck" "${SETS[@]}"
-      done ;;
+      done
+      plan "$DIR" cells 3,4,5,6,7 "1024 gdn-mup -9 -8 -7"
+      sweep_to "${DIR%/}-recheck" "${SETS[@]}" ;;
     recheck-code)
       T=${TREE:-.gpu/trees/e59e93a}
       [ -f "$T/deltamup/__init__.py" ] && [ -f "$T/studies/gdn-adamw-8l/spec.yaml" ] || {

@@ -13,7 +13,10 @@ span. σ: 0.004, 0.008 and 0.012 nats (GDN-µP's scatter in the study's one-GPU-
 the 8-layer study's H100 records (train_seconds × gpu_share), 512 and 1536 interpolated in log time against
 log width; evaluation, compile warm-up and the gaps between trials come on top.
 
-    python3 studies/interval-coverage/power.py [--sims 250] [--span OCTAVES] [--out studies/interval-coverage/power.md]
+    python3 studies/interval-coverage/power.py [--sims 250] [--span OCTAVES] [--widths W,W,…] [--out FILE]
+
+--widths runs one width set of its own instead of the two above (e.g. 256,2048: the study's ends alone, where a
+slope's leverage is).
 
 --span sets the report's fit window (reports/intervals.py, SPAN): the vertex is fitted through every LR within that
 many octaves of the best grid LR; 0 fits it through the best and its two neighbours alone, whatever the grid.
@@ -96,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sims", type=int, default=250, help="simulated sweeps per design and true slope")
     parser.add_argument("--span", type=float, default=intervals.SPAN,
                         help="octaves either side of the best grid LR the vertex is fitted over (0: its neighbours)")
+    parser.add_argument("--widths", type=lambda text: tuple(int(w) for w in text.split(",")),
+                        help="one width set, comma-separated, instead of the study's two")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.widths is not None and (len(args.widths) < 2 or list(args.widths) != sorted(set(args.widths))):
+        parser.error("--widths needs two or more widths, increasing")
     if args.sims < 10:
         parser.error("--sims must be at least 10")
     if args.span < 0:
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no trial in {STUDY} names an H100 and its share of it: nothing to time the designs by")
     started = time.time()
     rows = []
-    for widths in WIDTH_SETS:
+    for widths in (args.widths,) if args.widths else WIDTH_SETS:
         seconds = sum(gpu_seconds_at(w, measured) for w in widths)  # one seed at one LR at every width
         for grid_name, grid in GRIDS.items():
             for seeds in SEEDS:
@@ -119,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "σ": scatter, **power(setting, args.sims),
                                  "GPU-hours a parametrization": round(seconds * len(grid) * seeds / 3600, 1)})
     timing = ", ".join(f"{w}: {s:.0f} s" for w, s in measured.items())
-    flag = f" --span {args.span:g}" * (args.span != SPAN)
+    flag = f" --span {args.span:g}" * (args.span != SPAN) + (f" --widths {','.join(map(str, args.widths))}"
+                                                           if args.widths else "")
     text = (f"`python3 studies/interval-coverage/power.py --sims {args.sims}{flag}` ({date.today()}, "
             f"{time.time() - started:.0f} s): {args.sims} simulated sweeps per design and true slope. A trial's "
             f"training in GPU-seconds (H100, the 8-layer study's records): {timing}; widths 512 and 1536 "
