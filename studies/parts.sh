@@ -19,10 +19,11 @@
 # PLAN=1 bash studies/NAME/run.sh …: each sweep of the parts prints its plan (deltamup sweep --plan: trials left,
 # memory, GPU time left from the finished trials) and runs nothing; a part that picks its LRs from results the
 # plan did not produce plans from what the directory already holds.
-seed_cache() {  # OUT: a sweep directory without a compile cache starts from DIR's (the same models, compiled)
+seed_cache() {  # OUT: a sweep directory without a compile cache starts from DIR's (the same models, compiled), its
+  # file times kept: what a part compiles into it is what is newer (maintainers/gpu/keep.sh --cache)
   local out=${1%/}
   [ "$out" != "${DIR%/}" ] && [ -d "$DIR/compile-cache" ] && [ ! -d "$out/compile-cache" ] || return 0
-  mkdir -p "$out" && cp -r "$DIR/compile-cache" "$out/compile-cache" && echo "compile cache of $out: $DIR's"
+  mkdir -p "$out" && cp -rp "$DIR/compile-cache" "$out/compile-cache" && echo "compile cache of $out: $DIR's"
 }
 sweep_to() {
   local out=$1 kv extra=() left; shift

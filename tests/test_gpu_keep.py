@@ -26,10 +26,11 @@ def test_seed_copies_the_cache_into_every_sweep_without_one(tmp_path: Path) -> N
     _write(work / "sweep/runs.jsonl", "")
     _write(work / "sweep-4x/compile-cache/inductor/a.py", "graph")
     _write(work / "sweep-4x/compile-cache/triton/k/b.cubin", "kernel")
-    _write(work / "sweep-4l/compile-cache/own.py", "its own")
+    _write(work / "sweep-4l/compile-cache/own.py", "its own", mtime=1000)
     seeded = _keep("--seed", work)
     assert seeded.returncode == 0 and seeded.stdout == "compile cache of sweep: sweep-4l's\n"
     assert (work / "sweep/compile-cache/own.py").read_text() == "its own"  # the first sweep with a cache, by name
+    assert (work / "sweep/compile-cache/own.py").stat().st_mtime == 1000  # a copy is not a compile (--cache)
     assert not (work / "sweep-4x/compile-cache/own.py").exists()  # a sweep with a cache keeps its own
     assert _keep("--seed", tmp_path / "none").returncode == 0  # nothing to seed from: nothing done
 

@@ -191,17 +191,19 @@ def test_a_part_runs_its_groups_as_one_sweep_over_only_cells(tmp_path: Path) -> 
 
 def test_another_sweep_directory_starts_from_dirs_compile_cache(tmp_path: Path) -> None:
     """parts.sh's seed_cache: a sibling sweep directory without a cache gets a copy of DIR's (warm-up stamps
-    included, so its kernels and graphs are not warmed again); one with its own keeps it, DIR itself and a plan
-    are left alone."""
+    included, so its kernels and graphs are not warmed again; file times kept, so that keep.sh --cache does not take
+    a copy for something compiled); one with its own keeps it, DIR itself and a plan are left alone."""
     main, other, own = tmp_path / "sweep", tmp_path / "sweep-recheck", tmp_path / "sweep-4x"
     (main / "compile-cache/deltamup-warmed").mkdir(parents=True)
     (main / "compile-cache/deltamup-warmed/graph.json").write_text("{}")
+    os.utime(main / "compile-cache/deltamup-warmed/graph.json", (1000, 1000))
     (own / "compile-cache").mkdir(parents=True)
     script = (f"set -eu; DIR={main}; source studies/parts.sh; seed_cache {other}; seed_cache {own}; "
               f"seed_cache {main}/")
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert (other / "compile-cache/deltamup-warmed/graph.json").read_text() == "{}"
+    assert (other / "compile-cache/deltamup-warmed/graph.json").stat().st_mtime == 1000
     assert not list((own / "compile-cache").iterdir())
     assert result.stdout.strip() == f"compile cache of {other}: {main}'s"
     planned = tmp_path / "sweep-long"

@@ -101,13 +101,14 @@ restore() {  # CACHE.txz DIR: the cache keep() wrote, whole or in parts, untarre
 }
 
 seed() {  # WORK: every sweep directory without a compile cache gets a copy of the first one's that has one
+  # (file times kept: a copy is not something compiled, keep_cache)
   local d src=
   for d in "$1"/sweep*/; do [ -d "$d/compile-cache" ] && { src=${d%/}; break; }; done
   [ -n "$src" ] || return 0
   for d in "$1"/sweep*/; do
     d=${d%/}
     [ -d "$d/compile-cache" ] && continue
-    cp -r "$src/compile-cache" "$d/compile-cache" && echo "compile cache of $(basename "$d"): $(basename "$src")'s"
+    cp -rp "$src/compile-cache" "$d/compile-cache" && echo "compile cache of $(basename "$d"): $(basename "$src")'s"
   done
 }
 
