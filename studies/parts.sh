@@ -6,6 +6,7 @@
 #   plan OUT MODE …                       SETS: the --set arguments of one sweep over cells studies/optima.py picks
 #   lrs E…                                the YAML list of 2^E for each E
 #   seeds_around "WIDTHS" "PARAMS" E0     seeds 1 and 2 at each one's seed-0 optimum e (E0 without one), e/2 and 2e
+#   seeds_around_in OUT "WIDTHS" "PARAMS" E0 [ARGS…]   the same in another sweep directory, ARGS to its sweep
 #   edges                                 one more LR, seeds 0–2, where a 3-seed optimum is the smallest or largest LR
 #   known_parts "NAME…" PART…             every PART one of the names, before any part runs (else one line, exit 2)
 #   only_on KIND PART [WHY]               exit 2 with one line unless this machine's GPU's name holds KIND (not
@@ -47,7 +48,12 @@ plan() {  # OUT MODE ARGS…: SETS=(--set …), the lines studies/optima.py OUT 
   while IFS= read -r line; do [ -n "$line" ] && SETS+=(--set "$line"); done <<< "$lines"
   return 0
 }
-seeds_around() { plan "$DIR" around "$1" "$2" "$3"; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }
+seeds_around_in() {
+  local out=$1; shift
+  plan "$out" around "$1" "$2" "$3"
+  [ ${#SETS[@]} -eq 0 ] || sweep_to "$out" "${SETS[@]}" "${@:4}"
+}
+seeds_around() { seeds_around_in "$DIR" "$@"; }
 edges() { plan "$DIR" edges; [ ${#SETS[@]} -eq 0 ] || sweep "${SETS[@]}"; }
 known_parts() {
   local known=$1 part; shift

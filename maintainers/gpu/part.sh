@@ -9,15 +9,15 @@
 #   bash maintainers/gpu/part.sh STUDY SECONDS PART…    → $OUT/STUDY.log, $OUT/SWEEP.tgz for each sweep* they ran
 # Several studies in one command, each with its own OUT and a share of the command's time, and at the end the
 # device's limit of 8 returned files kept (compile caches left out first, keep.sh --fit):
-#   OUT0=$OUT; OUT=$OUT0/A bash maintainers/gpu/part.sh A 200 PART…; OUT=$OUT0/B bash maintainers/gpu/part.sh B 300 PART…; \
-#     bash maintainers/gpu/keep.sh --fit $OUT0
+#   OUT0=$OUT; OUT=$OUT0/A bash maintainers/gpu/part.sh A 200 PART…; \
+#     OUT=$OUT0/B bash maintainers/gpu/part.sh B 300 PART…; bash maintainers/gpu/keep.sh --fit $OUT0
 # Back on the CPU machine, for each SWEEP.tgz: mkdir -p studies/STUDY/SWEEP && tar -C studies/STUDY/SWEEP -xzf SWEEP.tgz
 # (Where $OUT0/results.tar came back instead, untar it first.) At most one compile cache (Inductor's and Triton's)
 # comes back, $OUT/compile-cache/SWEEP.txz (in 15 MiB parts SWEEP.txz.00, .01, … where larger: keep.sh): that of the
 # sweep that ran last, with what the other sweeps that ran compiled merged in, and only where the parts compiled
-# something into it (a cache carried in and only read stays as carried). Kept as .gpu/cache/STUDY/SWEEP.txz* (git-ignored, the only cache there) and carried (carry: [...,
-# ".gpu/cache/STUDY"]), a fresh machine of the same kind starts every sweep directory of the study from it
-# (keep.sh --seed) instead of compiling for minutes.
+# something into it (a cache carried in and only read stays as carried). Kept as .gpu/cache/STUDY/SWEEP.txz*
+# (git-ignored, the only cache there) and carried (carry: [..., ".gpu/cache/STUDY"]), a fresh machine of the same
+# kind starts every sweep directory of the study from it (keep.sh --seed) instead of compiling for minutes.
 set -u
 STUDY=$1; SECONDS_LEFT=$2; shift 2
 [ -f "studies/$STUDY/run.sh" ] || { echo "part.sh: no study $STUDY (studies/$STUDY/run.sh)" >&2; exit 2; }
@@ -49,7 +49,8 @@ bash maintainers/gpu/keep.sh --seed "$WORK"  # the other sweep directories start
 STARTED=$WORK/.parts-started  # the sweeps that run from here on append to their runs.jsonl
 touch "$STARTED"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" "$STARTED" &  # a kill from outside keeps what finished by the last round
+# a kill from outside keeps what finished by the last round, of the sweeps these parts changed
+bash maintainers/gpu/keep.sh --every 60 "$WORK" "$OUT" "$STARTED" &
 SNAPSHOTS=$!
 trap 'kill "$SNAPSHOTS" 2>/dev/null' EXIT
 # the sweeps start no trial their widths' finished trials say would end within 10 s of the cut (studies/parts.sh)
@@ -61,7 +62,7 @@ CACHED=$(bash maintainers/gpu/keep.sh --merge "$WORK" "$STARTED")  # the one swe
 mkdir -p "$OUT/compile-cache"
 for d in "$WORK"/sweep*/; do  # the sweeps these parts ran (a committed one they did not touch stays here)
   NAME=$(basename "$d")
-  if bash maintainers/gpu/keep.sh --touched "${d%/}" "$STARTED"; then bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"; fi
+  ! bash maintainers/gpu/keep.sh --touched "${d%/}" "$STARTED" || bash maintainers/gpu/keep.sh "$d" "$OUT/$NAME.tgz"
   [ "${d%/}" = "$CACHED" ] || continue
   bash maintainers/gpu/keep.sh --cache "$d" "$OUT/compile-cache/$NAME.txz" "$STARTED"  # where these parts compiled
   if ls "$OUT/compile-cache/$NAME".txz* > /dev/null 2>&1; then

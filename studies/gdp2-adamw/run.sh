@@ -12,15 +12,13 @@ set -eu
 trap 'exit 130' INT TERM  # a cut stops every part (the sweep itself records what finished)
 DIR=$1; CORPUS=$2; shift 2
 SPEC=${SPEC:-studies/gdp2-adamw/spec.yaml}  # SPEC=…: a smaller copy, e.g. to try the script on a CPU
-source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around, edges
+source studies/parts.sh  # sweep, sweep_to, optima, lrs, seeds_around(_in), edges
 known_parts "w1536 seeds neg neg-seeds" "$@"
 for PART in "$@"; do
   case $PART in
     w1536) sweep --set 'widths=[1536]' ;;
     seeds) seeds_around "256 512 1024 1536" "sp gdn-mup" -9 ;;
     neg) sweep_to "${DIR%/}-neg" --set 'model.allow_neg_eigval=true' --set 'widths=[256, 1024]' ;;
-    neg-seeds)
-      plan "${DIR%/}-neg" around "256 1024" "sp gdn-mup" -9
-      [ ${#SETS[@]} -eq 0 ] || sweep_to "${DIR%/}-neg" --set 'model.allow_neg_eigval=true' "${SETS[@]}" ;;
+    neg-seeds) seeds_around_in "${DIR%/}-neg" "256 1024" "sp gdn-mup" -9 --set 'model.allow_neg_eigval=true' ;;
   esac
 done
